@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set up .venv when missing or stale.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench results lock clean
+
+$(STAMP): pyproject.toml requirements.lock
+	@$(BIN)/python -c "" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m simlab replay scenarios/traces/demo-trace.csv --options scenarios/article-defaults.json --out results/demo/replay.csv
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+lock:
+	$(PYTHON) -m venv /tmp/simlab-lock && /tmp/simlab-lock/bin/pip install -q . '.[test]' && \
+	  { head -2 requirements.lock; /tmp/simlab-lock/bin/pip freeze | grep -v '^simlab'; } > requirements.lock.new && \
+	  mv requirements.lock.new requirements.lock && rm -rf /tmp/simlab-lock
+
+clean:
+	rm -rf $(VENV) results/demo

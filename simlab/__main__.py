@@ -1,0 +1,3 @@
+from simlab.cli import main
+
+raise SystemExit(main())

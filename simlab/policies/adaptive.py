@@ -1,0 +1,114 @@
+"""The article's `LmTrafficScheduler`, decision for decision, plus opt-in fixes for its known weaknesses.
+
+Exact by default (see REFERENCE-POLICY.md). Options beside the reference:
+- `recheckOnExpiry`: re-evaluate the cap when window samples expire, so batch work is never stranded;
+- `smoothingTauMs`: an EMA with a real time constant instead of one step per evaluation;
+- `rpsSource = "arrivals"`: pressure from the interactive arrival rate instead of the completion rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simlab.policies.base import Task
+from simlab.policies.simple import Priority
+from simlab.policies.window import ArrivalCounter, SlidingWindow
+
+
+def js_round(x: float) -> int:
+    """JavaScript's Math.round: nearest integer, halves toward +infinity (Python's round() is banker's)."""
+    r = math.floor(x)
+    return r + 1 if x - r >= 0.5 else r
+
+
+class Adaptive(Priority):
+    name = "adaptive"
+
+    def __init__(self, options, clock):
+        super().__init__(options, clock)
+        o = options
+        self._bmax = o.batch_max_concurrency
+        self._bmin = o.batch_min_concurrency
+        self._range = self._bmax - self._bmin
+        self._rps_threshold = o.interactive_rps_threshold
+        self._p95_threshold = o.interactive_p95_latency_ms
+        self._window = SlidingWindow(o.window_ms)
+        self._arrivals = ArrivalCounter(o.window_ms) if o.rps_source == "arrivals" else None
+        self._alpha = o.smoothing_alpha
+        self._tau = o.smoothing_tau_ms
+        self._recheck = o.recheck_on_expiry
+        self._smoothed = 0.0
+        self._smoothed_at = None
+        self._cap = self._bmax
+        self._pressure = 0.0
+        self._rps = 0.0
+        self._p95 = 0.0
+
+    def submit(self, task: Task) -> list[Task]:
+        if self._arrivals is not None and task.interactive:
+            self._arrivals.add(self.clock())
+        return super().submit(task)
+
+    def finish(self, task: Task) -> list[Task]:
+        self._ended(task)
+        if task.interactive:
+            now = self.clock()
+            self._window.add(now, now - task.submitted_ms)  # end-to-end, queueing included
+        return self._drain()
+
+    def _batch_limit(self) -> int:
+        now = self.clock()
+        rps, p95 = self._window.snapshot(now)
+        if self._arrivals is not None:
+            rps = self._arrivals.rps(now)
+        pressure = max(min(1, rps / self._rps_threshold), min(1, p95 / self._p95_threshold))
+        if self._alpha is not None:
+            self._smoothed = self._alpha * pressure + (1 - self._alpha) * self._smoothed
+            pressure = self._smoothed
+        elif self._tau is not None:
+            if self._smoothed_at is not None:
+                weight = 1 - math.exp(-(now - self._smoothed_at) / self._tau)
+                self._smoothed += weight * (pressure - self._smoothed)
+            self._smoothed_at = now
+            pressure = self._smoothed
+        self._rps, self._p95, self._pressure = rps, p95, pressure
+        self._cap = max(self._bmin, js_round(self._bmax - self._range * pressure))
+        return self._cap
+
+    # --- the stranded-work fix ------------------------------------------------------------------
+    def next_check_ms(self) -> float | None:
+        # After a drain, queued batch work with free slots means the cap is what holds it back.
+        if not self._recheck or not len(self._batch) or self.running >= self.max_concurrency:
+            return None
+        now = self.clock()
+        times = [self._window.next_expiry_ms()]
+        if self._arrivals is not None:
+            times.append(self._arrivals.next_expiry_ms())
+        if self._smoothed > 0 and self._range > 0:
+            times.append(self._next_smoothing_step(now))
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
+
+    def _next_smoothing_step(self, now: float) -> float:
+        if self._tau is not None:
+            # Time until the decaying EMA lets the cap rise by one, at zero raw pressure.
+            target = (self._bmax - self.batch_running - 0.5) / self._range
+            if target <= 0:
+                return None
+            dt = self._tau * math.log(self._smoothed / target) if self._smoothed > target else 0.0
+        else:
+            # Per-evaluation smoothing has no time scale of its own; step it ten times per window.
+            dt = self._window.window_ms / 10
+        return max(now + dt, math.nextafter(now, math.inf))
+
+    def wake(self) -> list[Task]:
+        return self._drain()
+
+    def batch_cap(self) -> float:
+        return self._cap
+
+    def pressure(self) -> float:
+        return self._pressure
+
+    def window_stats(self) -> tuple[float, float]:
+        return (self._rps, self._p95)
