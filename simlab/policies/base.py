@@ -30,9 +30,15 @@ class Task:
         "end_ms",
         "cap_at_dispatch",
         "payload",
+        "prompt_tokens",
+        "output_tokens",
+        "outcome",
+        "ttft_ms",
+        "retries",
+        "source",
     )
 
-    def __init__(self, id, kind: str, arrival_ms: float, service_ms: float = 0.0, payload=None):
+    def __init__(self, id, kind: str, arrival_ms: float, service_ms: float | None = 0.0, payload=None):
         self.id = id
         self.kind = kind
         self.interactive = kind == INTERACTIVE
@@ -44,6 +50,12 @@ class Task:
         self.end_ms = None
         self.cap_at_dispatch = None
         self.payload = payload
+        self.prompt_tokens = None
+        self.output_tokens = None
+        self.outcome = None
+        self.ttft_ms = None
+        self.retries = 0
+        self.source = None  # the workload that made it
 
     def __repr__(self) -> str:
         return f"Task({self.id!r}, {self.kind}, arrival={self.arrival_ms})"

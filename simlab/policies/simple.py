@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simlab.policies.base import Policy, Task
-from simlab.policies.queues import make_queue
+from simlab.policies.queues import FifoQueue, make_queue
 
 
 class Unscheduled(Policy):
@@ -32,7 +32,9 @@ class Fifo(Policy):
     def __init__(self, options, clock):
         super().__init__(options, clock)
         self.max_concurrency = options.max_concurrency
-        self._queue = make_queue(options.tie_break, 0)
+        # Always submission order: tieBreak is about the two-class queues; a seed-heap here would make
+        # this policy LIFO-ish among its (all equal) tasks, which is not what "fifo" means.
+        self._queue = FifoQueue()
         self._batch_queued = 0
 
     def submit(self, task: Task) -> list[Task]:

@@ -1,0 +1,1 @@
+"""Experiments: single runs, replicated A/B comparisons with confidence intervals, verdicts."""

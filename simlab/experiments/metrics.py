@@ -1,0 +1,139 @@
+"""Per-run metrics, computed once from the recorded tasks with numpy (never per event)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from simlab.world.engine import SimResult
+
+SUMMARY_COLUMNS = (
+    "policy",
+    "seed",
+    "interactive_p50_ms",
+    "interactive_p95_ms",
+    "interactive_p99_ms",
+    "interactive_mean_ms",
+    "interactive_completed",
+    "interactive_failed",
+    "batch_completed",
+    "batch_failed",
+    "batch_throughput_per_min",
+    "batch_makespan_ms",
+    "batch_p95_ms",
+    "longest_batch_stall_ms",
+    "max_in_flight",
+    "max_batch_in_flight",
+    "stranded",
+    "unfinished",
+    "p95_over_slo_longest_ms",
+    "interactive_ttft_p95_ms",
+    "retries",
+)
+
+
+def task_arrays(result: SimResult) -> dict[str, np.ndarray]:
+    tasks = result.tasks
+    nan = math.nan
+
+    def col(getter):
+        return np.fromiter((nan if (v := getter(t)) is None else v for t in tasks), dtype=float, count=len(tasks))
+
+    return {
+        "interactive": np.fromiter((t.interactive for t in tasks), dtype=bool, count=len(tasks)),
+        "arrival_ms": col(lambda t: t.arrival_ms),
+        "dispatch_ms": col(lambda t: t.dispatch_ms),
+        "start_ms": col(lambda t: t.start_ms),
+        "end_ms": col(lambda t: t.end_ms),
+        "ttft_ms": col(lambda t: t.ttft_ms),
+        "ok": np.fromiter((t.outcome == "ok" for t in tasks), dtype=bool, count=len(tasks)),
+        "failed": np.fromiter((t.outcome == "failed" for t in tasks), dtype=bool, count=len(tasks)),
+        "retries": np.fromiter((t.retries for t in tasks), dtype=float, count=len(tasks)),
+    }
+
+
+def max_concurrent(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Most intervals [start, end) open at once; an end and a start at one instant do not overlap."""
+    starts = starts[~np.isnan(starts)]
+    if len(starts) == 0:
+        return 0
+    ends = ends[~np.isnan(ends)]
+    times = np.concatenate([starts, ends, np.full(len(starts) - len(ends), np.inf)])
+    deltas = np.concatenate([np.ones(len(starts)), -np.ones(len(times) - len(starts))])
+    order = np.lexsort((deltas, times))  # at equal times, ends (-1) first
+    return int(np.max(np.cumsum(deltas[order])))
+
+
+def longest_stall(arrivals: np.ndarray, ends: np.ndarray, horizon: float) -> float:
+    """Longest time batch work was pending while no batch task finished."""
+    if len(arrivals) == 0:
+        return 0.0
+    done = np.sort(ends[~np.isnan(ends)])
+    marks = np.concatenate([[np.min(arrivals)], done])
+    gaps = np.diff(marks) if len(marks) > 1 else np.array([0.0])
+    longest = float(np.max(gaps)) if len(gaps) else 0.0
+    if len(done) < len(arrivals):  # work left pending at the end
+        longest = max(longest, horizon - marks[-1])
+    return longest
+
+
+def longest_over_slo(times: np.ndarray, latencies: np.ndarray, slo: float, bin_ms: float) -> float:
+    """Longest stretch of consecutive bins whose interactive P95 exceeds the SLO."""
+    if len(times) == 0:
+        return 0.0
+    bins = (times // bin_ms).astype(np.int64)
+    order = np.argsort(bins, kind="stable")
+    bins, latencies = bins[order], latencies[order]
+    edges = np.flatnonzero(np.diff(bins)) + 1
+    longest = run = 0
+    previous = None
+    for b, chunk in zip(bins[np.concatenate([[0], edges])], np.split(latencies, edges)):
+        if np.percentile(chunk, 95) > slo:
+            run = run + 1 if run and b == previous + 1 else 1
+        else:
+            run = 0
+        longest = max(longest, run)
+        previous = b
+    return float(longest * bin_ms)
+
+
+def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0) -> dict:
+    a = task_arrays(result)
+    inter, batch = a["interactive"], ~a["interactive"]
+    done_i = inter & a["ok"] & ~np.isnan(a["end_ms"])
+    done_b = batch & a["ok"] & ~np.isnan(a["end_ms"])
+    lat_i = a["end_ms"][done_i] - a["arrival_ms"][done_i]
+    lat_b = a["end_ms"][done_b] - a["arrival_ms"][done_b]
+    b_arrivals = a["arrival_ms"][batch]
+    b_ends = a["end_ms"][batch]
+    makespan = float(np.nanmax(b_ends) - np.min(b_arrivals)) if done_b.any() else math.nan
+    ttft = a["ttft_ms"][done_i]
+    ttft = ttft[~np.isnan(ttft)]
+
+    def pct(x, q):
+        return float(np.percentile(x, q)) if len(x) else math.nan
+
+    return {
+        "policy": result.policy,
+        "seed": result.seed,
+        "interactive_p50_ms": pct(lat_i, 50),
+        "interactive_p95_ms": pct(lat_i, 95),
+        "interactive_p99_ms": pct(lat_i, 99),
+        "interactive_mean_ms": float(np.mean(lat_i)) if len(lat_i) else math.nan,
+        "interactive_completed": int(done_i.sum()),
+        "interactive_failed": int((inter & a["failed"]).sum()),
+        "batch_completed": int(done_b.sum()),
+        "batch_failed": int((batch & a["failed"]).sum()),
+        "batch_throughput_per_min": float(done_b.sum() / (makespan / 60_000.0)) if makespan > 0 else math.nan,
+        "batch_makespan_ms": makespan,
+        "batch_p95_ms": pct(lat_b, 95),
+        "longest_batch_stall_ms": longest_stall(b_arrivals, b_ends, result.end_ms),
+        "max_in_flight": max_concurrent(a["dispatch_ms"], a["end_ms"]),
+        "max_batch_in_flight": max_concurrent(a["dispatch_ms"][batch], a["end_ms"][batch]),
+        "stranded": int(np.isnan(a["dispatch_ms"]).sum()),
+        "unfinished": int((~np.isnan(a["dispatch_ms"]) & np.isnan(a["end_ms"])).sum()),
+        "p95_over_slo_longest_ms": longest_over_slo(a["end_ms"][done_i], lat_i, slo_p95_ms, slo_bin_ms),
+        "interactive_ttft_p95_ms": pct(ttft, 95),
+        "retries": int(a["retries"].sum()),
+    }

@@ -1,0 +1,156 @@
+"""Run many (policy, seed) simulations in parallel processes, each saved on its own so a rerun resumes.
+
+Every job writes its files atomically and `run.json` last; a rerun skips jobs whose `run.json` carries the
+same key (scenario, options, seed, variant, simlab version). Results are gathered in job order, so the
+output does not depend on the number of workers or on which job finished first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import simlab
+from simlab.atomic import atomic_open, atomic_write_text
+from simlab.experiments.metrics import summarize
+from simlab.policies import SchedulerOptions
+from simlab.scenario import Scenario
+from simlab.world.engine import SERIES_COLUMNS, Engine, SimResult
+
+# Bound runs: the same scenario with one class removed, every task let through at once.
+VARIANTS = {
+    "": None,
+    "no-batch": "interactive",  # interactive P95 no scheduler can beat without preemption
+    "batch-alone": "batch",  # batch makespan with the whole capacity
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    label: str  # what the tables call it: a policy name or a bound's name
+    options: SchedulerOptions
+    seed: int
+    variant: str = ""
+    keep_tasks: bool = False
+
+    def dirname(self) -> str:
+        return f"{self.label}/seed-{self.seed}"
+
+
+def scenario_variant(scenario: Scenario, variant: str) -> Scenario:
+    keep = VARIANTS[variant]
+    if keep is None:
+        return scenario
+    return scenario.model_copy(update={"workload": [w for w in scenario.workload if w.kind == keep]})
+
+
+def job_key(scenario: Scenario, job: Job) -> str:
+    payload = json.dumps(
+        {
+            "scenario": scenario.model_dump(mode="json", by_alias=True),
+            "options": job.options.to_json_dict(),
+            "seed": job.seed,
+            "variant": job.variant,
+            "version": simlab.__version__,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def write_tasks(result: SimResult, path: Path) -> None:
+    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+        f.write("id,kind,source,arrival_ms,dispatch_ms,start_ms,end_ms,ttft_ms,outcome,retries,service_ms,prompt_tokens,output_tokens\n")
+        for t in result.tasks:
+            f.write(
+                ",".join(
+                    _fmt(v)
+                    for v in (t.id, t.kind, t.source, t.arrival_ms, t.dispatch_ms, t.start_ms, t.end_ms, t.ttft_ms,
+                              t.outcome or ("stranded" if t.dispatch_ms is None else "unfinished"), t.retries,
+                              t.service_ms, t.prompt_tokens, t.output_tokens)
+                )
+                + "\n"
+            )
+
+
+def write_series(result: SimResult, path: Path) -> None:
+    cols = [result.series[c] for c in SERIES_COLUMNS]
+    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(",".join(SERIES_COLUMNS) + "\n")
+        for row in zip(*cols):
+            f.write(",".join(_fmt(float(v)) for v in row) + "\n")
+
+
+def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
+    """Run one job (or load it when already done) and return its metrics."""
+    key = job_key(scenario, job)
+    run_dir = out / "runs" / job.dirname() if out is not None else None
+    if run_dir is not None:
+        done = run_dir / "run.json"
+        if done.is_file():
+            try:
+                saved = json.loads(done.read_text())
+                if saved.get("key") == key:
+                    return saved["metrics"]
+            except (json.JSONDecodeError, KeyError):
+                pass  # a damaged marker: run again
+    world = scenario_variant(scenario, job.variant)
+    result = Engine(world, job.options, job.seed).run()
+    result.policy = job.label
+    metrics = summarize(result, scenario.slo_p95_ms, scenario.criteria.slo_bin_ms)
+    metrics["policy"] = job.label
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if job.keep_tasks:
+            write_tasks(result, run_dir / "tasks.csv")
+            write_series(result, run_dir / "series.csv")
+        record = {"key": key, "label": job.label, "seed": job.seed, "variant": job.variant,
+                  "options": job.options.to_json_dict(), "backend": result.backend_stats, "metrics": metrics}
+        atomic_write_text(run_dir / "run.json", json.dumps(record, indent=1, sort_keys=True, default=_json_default))
+    return metrics
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    raise TypeError(type(value))
+
+
+def _execute_args(args):
+    return execute(*args)
+
+
+def run_jobs(scenario: Scenario, jobs: list[Job], out: Path | None, workers: int = 1, progress: bool = True) -> list[dict]:
+    """Metrics for every job, in the order of `jobs`."""
+    from tqdm import tqdm
+
+    results: dict[int, dict] = {}
+    bar = tqdm(total=len(jobs), desc="runs", unit="run", disable=not progress, file=None, leave=False)
+    try:
+        if workers <= 1 or len(jobs) <= 1:
+            for i, job in enumerate(jobs):
+                results[i] = execute(scenario, job, out)
+                bar.update()
+        else:
+            with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+                futures = {pool.submit(_execute_args, (scenario, job, out)): i for i, job in enumerate(jobs)}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update()
+    finally:
+        bar.close()
+    return [results[i] for i in range(len(jobs))]

@@ -1,0 +1,51 @@
+"""Confidence intervals for replicated runs: Student t on per-seed values and on paired differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+
+def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high); NaN bounds with fewer than two finite values."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(np.mean(x))
+    if n < 2:
+        return mean, math.nan, math.nan
+    sem = float(np.std(x, ddof=1)) / math.sqrt(n)
+    if sem == 0:
+        return mean, mean, mean
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sem
+    return mean, mean - half, mean + half
+
+
+def paired(candidate, baseline, level: float = 0.95) -> dict:
+    """Paired comparison over common seeds: difference (candidate - baseline) and ratio (candidate / baseline)."""
+    a = np.asarray(candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    diff, diff_lo, diff_hi = mean_ci(a - b, level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(b != 0, a / b, np.nan)
+    ratio, ratio_lo, ratio_hi = mean_ci(ratios, level)
+    return {
+        "n": int(len(a)),
+        "diff": diff,
+        "diff_ci_low": diff_lo,
+        "diff_ci_high": diff_hi,
+        "ratio": ratio,
+        "ratio_ci_low": ratio_lo,
+        "ratio_ci_high": ratio_hi,
+        "significant": bool(np.isfinite(diff_lo) and (diff_lo > 0 or diff_hi < 0)),
+    }
+
+
+def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return not (a[1] < b[0] or b[1] < a[0])

@@ -1,0 +1,355 @@
+"""Scenario files: TOML in `scenarios/`, validated on load.
+
+A scenario says what world to simulate (backend, workloads, duration, SLO), which scheduler options to
+evaluate, and how to run experiments and tuning on it. Relative file paths are resolved from the
+scenario file's folder. See README.md ("Scenario format") for an annotated example.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simlab.errors import InputError, did_you_mean
+from simlab.policies.options import POLICY_NAMES, SchedulerOptions, options_from_dict
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- distributions (service times in ms, or token counts) --------------------------------------
+class Constant(Strict):
+    dist: Literal["constant"]
+    value: float = Field(ge=0)
+
+
+class Exponential(Strict):
+    dist: Literal["exponential"]
+    mean: float = Field(gt=0)
+
+
+class Lognormal(Strict):
+    """Given by its median and 95th percentile, the two numbers people know about their latencies."""
+
+    dist: Literal["lognormal"]
+    median: float = Field(gt=0)
+    p95: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.p95 <= self.median:
+            raise ValueError(f"p95 ({self.p95}) must be greater than median ({self.median})")
+        return self
+
+
+class Uniform(Strict):
+    dist: Literal["uniform"]
+    low: float = Field(ge=0)
+    high: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high}) must not be below low ({self.low})")
+        return self
+
+
+class Empirical(Strict):
+    """Resampled with replacement from a CSV column (e.g. arxiv-summarization-lengths.csv)."""
+
+    dist: Literal["empirical"]
+    file: str
+    column: str
+    scale: float = Field(default=1.0, gt=0)
+
+
+Dist = Annotated[Union[Constant, Exponential, Lognormal, Uniform, Empirical], Field(discriminator="dist")]
+
+
+# --- arrival processes ------------------------------------------------------------------------
+class Poisson(Strict):
+    process: Literal["poisson"]
+    rate_per_s: float = Field(gt=0)
+    start_ms: float = Field(default=0.0, ge=0)
+    end_ms: float | None = Field(default=None, gt=0)  # default: the scenario's duration
+
+
+class Piecewise(Strict):
+    """A non-homogeneous Poisson process: `rates_per_s[i]` holds from `i * step_ms` on."""
+
+    process: Literal["piecewise"]
+    rates_per_s: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
+    step_ms: float = Field(gt=0)
+
+
+class Diurnal(Strict):
+    """Poisson with rate mean * (1 + amplitude * sin(2 pi (t - phase) / period))."""
+
+    process: Literal["diurnal"]
+    mean_rate_per_s: float = Field(gt=0)
+    amplitude: float = Field(default=0.5, ge=0, le=1)
+    period_ms: float = Field(default=86_400_000.0, gt=0)
+    phase_ms: float = 0.0
+
+
+class Burst(Strict):
+    """`count` jobs submitted at each time in `at_ms` (the nightly backfill)."""
+
+    process: Literal["burst"]
+    count: int = Field(ge=1)
+    at_ms: float | list[Annotated[float, Field(ge=0)]] = 0.0
+
+
+class ClosedLoop(Strict):
+    """`users` each send a request, wait for its answer, think, repeat (the article's simulate.ts)."""
+
+    process: Literal["closed-loop"]
+    users: int = Field(ge=1)
+    think: Dist
+    start_ms: float = Field(default=0.0, ge=0)
+    requests_per_user: int | None = Field(default=None, ge=1)
+
+
+class Trace(Strict):
+    """Replay a file: the generic `id,kind,arrival_ms,service_ms` CSV or the Azure LLM trace format."""
+
+    process: Literal["trace"]
+    file: str
+    format: Literal["generic", "azure"] = "generic"
+    offset_ms: float = Field(default=0.0, ge=0)  # skip this much of the trace's beginning
+    limit_ms: float | None = Field(default=None, gt=0)  # keep this much of it
+    time_scale: float = Field(default=1.0, gt=0)  # >1 stretches time (slower traffic)
+
+
+Arrivals = Annotated[
+    Union[Poisson, Piecewise, Diurnal, Burst, ClosedLoop, Trace], Field(discriminator="process")
+]
+
+
+class Workload(Strict):
+    name: str | None = None
+    kind: Literal["interactive", "batch"] = Field(alias="class")
+    arrivals: Arrivals
+    service: Dist | None = None  # service time in ms
+    prompt_tokens: Dist | None = None
+    output_tokens: Dist | None = None
+
+
+# --- backends ---------------------------------------------------------------------------------
+class TokenTime(Strict):
+    """Service time of a request in isolation: base + per-token costs (ms)."""
+
+    base_ms: float = Field(default=0.0, ge=0)
+    per_prompt_token_ms: float = Field(default=0.0, ge=0)
+    per_output_token_ms: float = Field(default=0.0, ge=0)
+
+
+class StepTime(Strict):
+    """Continuous batching: one iteration takes base_ms + per_token_ms * tokens in the step
+    (+ per_seq_ms * sequences), or is interpolated from a measured profile."""
+
+    base_ms: float = Field(default=10.0, ge=0)
+    per_token_ms: float = Field(default=0.0, ge=0)
+    per_seq_ms: float = Field(default=0.0, ge=0)
+    profile: str | None = None  # CSV: batch_size,step_ms (from `simlab calibrate-gpu`)
+
+
+class Retry(Strict):
+    max_retries: int = Field(default=5, ge=0)
+    base_ms: float = Field(default=500.0, gt=0)
+    cap_ms: float = Field(default=30_000.0, gt=0)
+    jitter: float = Field(default=0.5, ge=0, le=1)
+
+
+class Backend(Strict):
+    kind: Literal["delay", "slots", "continuous-batching", "api"]
+    slots: int | None = Field(default=None, ge=1)
+    token_time: TokenTime | None = None
+    # continuous-batching
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_batched_tokens: int | None = Field(default=None, ge=1)
+    step: StepTime | None = None
+    # api (a third-party provider)
+    concurrency: int | None = Field(default=None, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    retry: Retry = Retry()
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.kind == "slots" and self.slots is None:
+            raise ValueError("backend 'slots' needs `slots` (number of GPU slots)")
+        if self.kind == "continuous-batching" and self.max_num_seqs is None:
+            raise ValueError("backend 'continuous-batching' needs `max_num_seqs`")
+        if self.kind == "api" and self.concurrency is None:
+            raise ValueError("backend 'api' needs `concurrency` (the provider's concurrency quota)")
+        return self
+
+
+# --- experiments and tuning -------------------------------------------------------------------
+class Experiment(Strict):
+    seed: int = Field(default=1, ge=0)
+    replications: int = Field(default=10, ge=1)
+    policies: list[Literal["unscheduled", "fifo", "priority", "static", "adaptive"]] = [
+        "unscheduled",
+        "priority",
+        "static",
+        "adaptive",
+    ]
+
+
+class Criteria(Strict):
+    """The article's success criteria, made measurable."""
+
+    slo_bin_ms: float = Field(default=10_000.0, gt=0)  # bins in which interactive P95 is judged
+    p95_stay_ms: float = Field(default=30_000.0, gt=0)  # P95 above the SLO this long counts as "stays above"
+    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # no batch completion this long counts as a stall
+
+
+class Scenario(Strict):
+    name: str
+    description: str = ""
+    duration_ms: float = Field(gt=0)  # arrivals stop here; the run continues until work drains
+    max_sim_ms: float | None = Field(default=None, gt=0)  # hard stop (default 20 x duration)
+    slo_p95_ms: float = Field(default=2000.0, gt=0)  # the interactive business limit
+    sample_ms: float | None = Field(default=None, gt=0)  # time-series resolution
+    backend: Backend
+    workload: list[Workload] = Field(min_length=1)
+    scheduler: dict[str, Any] = {}
+    experiment: Experiment = Experiment()
+    criteria: Criteria = Criteria()
+    tune: dict[str, Any] = {}
+
+    # set by load_scenario
+    path: Path | None = Field(default=None, exclude=True)
+
+    def options(self, policy: str | None = None) -> SchedulerOptions:
+        data = dict(self.scheduler)
+        if policy is not None:
+            data["policy"] = policy
+        return options_from_dict(data, self.path, "scheduler")
+
+    def resolve(self, file: str) -> Path:
+        p = Path(file)
+        return p if p.is_absolute() or self.path is None else (self.path.parent / p)
+
+    @property
+    def end_ms(self) -> float:
+        return self.max_sim_ms if self.max_sim_ms is not None else 20 * self.duration_ms
+
+
+_TAGS = {
+    "constant", "exponential", "lognormal", "uniform", "empirical",
+    "poisson", "piecewise", "diurnal", "burst", "closed-loop", "trace",
+}  # fmt: skip
+
+
+def _all_field_names(model, seen=None) -> set[str]:
+    seen = seen if seen is not None else set()
+    names = set()
+    for name, field in model.model_fields.items():
+        names.add(field.alias or name)
+    for cls in (Constant, Exponential, Lognormal, Uniform, Empirical, Poisson, Piecewise, Diurnal, Burst,
+                ClosedLoop, Trace, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Scenario):
+        if cls not in seen:
+            seen.add(cls)
+            names |= {f.alias or n for n, f in cls.model_fields.items()}
+    return names
+
+
+FIELD_NAMES = sorted(_all_field_names(Scenario) - {"path"})
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in _TAGS or part.startswith("function-"):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = _loc(err["loc"]) or None
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            key = str(err["loc"][-1])
+            msg = f"unknown key '{key}'{did_you_mean(key, FIELD_NAMES)}"
+        elif err["type"] == "union_tag_invalid":
+            msg = f"{msg}"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        elif "input" in err and not isinstance(err["input"], dict):
+            msg = f"{msg} (found {err['input']!r})"
+        raise InputError(path, where, msg) from None
+    object.__setattr__(scenario, "path", path)
+    _check_semantics(scenario)
+    return scenario
+
+
+def _check_semantics(s: Scenario) -> None:
+    """Cross-field rules pydantic cannot see: files exist, tokens where the backend needs them."""
+    s.options()  # validates [scheduler] (camelCase production options)
+    token_backend = s.backend.kind == "continuous-batching" or s.backend.kind == "api"
+    for i, w in enumerate(s.workload):
+        where = f"workload[{i}]"
+        for key in ("service", "prompt_tokens", "output_tokens"):
+            d = getattr(w, key)
+            if isinstance(d, Empirical) and not s.resolve(d.file).is_file():
+                raise InputError(s.path, f"{where}.{key}.file", f"file not found: {s.resolve(d.file)}")
+        arr = w.arrivals
+        if isinstance(arr, Trace):
+            if not s.resolve(arr.file).is_file():
+                raise InputError(s.path, f"{where}.arrivals.file", f"trace file not found: {s.resolve(arr.file)}")
+            has_tokens = arr.format == "azure" or (w.prompt_tokens is not None and w.output_tokens is not None)
+            has_service = arr.format == "generic" or w.service is not None
+        else:
+            has_tokens = w.prompt_tokens is not None and w.output_tokens is not None
+            has_service = w.service is not None
+            if (w.prompt_tokens is None) != (w.output_tokens is None):
+                raise InputError(s.path, where, "give both prompt_tokens and output_tokens, or neither")
+            if not has_tokens and not has_service:
+                raise InputError(s.path, where, "needs `service` (ms distribution) or `prompt_tokens` and `output_tokens`")
+        if s.backend.kind == "continuous-batching" and not has_tokens:
+            raise InputError(s.path, where, "the continuous-batching backend needs token counts: give prompt_tokens and output_tokens")
+        if not token_backend and not has_service and s.backend.token_time is None:
+            raise InputError(
+                s.path, where,
+                f"has token counts but no service time: give `service`, or backend.token_time to turn tokens into ms",
+            )
+        if isinstance(arr, Poisson) and arr.end_ms is not None and arr.end_ms <= arr.start_ms:
+            raise InputError(s.path, f"{where}.arrivals.end_ms", f"must be after start_ms ({arr.start_ms})")
+    if s.backend.kind == "api" and s.backend.token_time is None:
+        raise InputError(s.path, "backend.token_time", "the api backend needs token_time (provider latency per token)")
+    if s.backend.step is not None and s.backend.step.profile is not None:
+        if not s.resolve(s.backend.step.profile).is_file():
+            raise InputError(s.path, "backend.step.profile", f"file not found: {s.resolve(s.backend.step.profile)}")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, None, "scenario file not found") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read scenario ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not UTF-8 text (expected a TOML scenario)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, None, f"not valid TOML: {exc}") from None
+    return scenario_from_dict(data, path)

@@ -1,0 +1,30 @@
+"""Backends by name. Each is a model of something real that serves LLM requests."""
+
+from simlab.world.backends.base import Backend
+from simlab.world.backends.delay import DelayBackend
+from simlab.world.backends.slots import SlotsBackend
+
+BACKENDS = {cls.name: cls for cls in (DelayBackend, SlotsBackend)}
+
+try:  # the richer backends live in their own modules
+    from simlab.world.backends.continuous_batching import ContinuousBatchingBackend
+
+    BACKENDS[ContinuousBatchingBackend.name] = ContinuousBatchingBackend
+except ImportError:  # pragma: no cover - while being written
+    pass
+try:
+    from simlab.world.backends.api import ApiBackend
+
+    BACKENDS[ApiBackend.name] = ApiBackend
+except ImportError:  # pragma: no cover
+    pass
+
+
+def make_backend(config, env, done, rng, scenario=None) -> Backend:
+    backend = BACKENDS[config.kind](env, done, config, rng)
+    if scenario is not None and hasattr(backend, "load_profile"):
+        backend.load_profile(scenario)
+    return backend
+
+
+__all__ = ["BACKENDS", "Backend", "make_backend"]

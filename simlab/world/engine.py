@@ -1,0 +1,172 @@
+"""The SimPy engine: drives any policy against a backend and a workload, and records what happened.
+
+The policy decides (it knows nothing of SimPy); the engine only turns its answers into backend work and
+feeds task events back. No SimPy processes on the hot path: arrivals are pre-scheduled events and service
+completions are timeouts with a callback.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL, URGENT, Event
+
+from simlab.policies import SchedulerOptions, Task, make_policy
+from simlab.scenario import ClosedLoop, Scenario
+from simlab.world.backends import make_backend
+from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream
+
+BACKEND_STREAM = 1_000_000
+SERIES_COLUMNS = (
+    "t_ms",
+    "batch_cap",
+    "in_flight_interactive",
+    "in_flight_batch",
+    "queued_interactive",
+    "queued_batch",
+    "backend_busy",
+    "backend_waiting",
+    "pressure",
+    "window_rps",
+    "window_p95_ms",
+)
+
+
+class _At(Event):
+    """An event that fires at an absolute time, ahead of ordinary events at the same instant."""
+
+    def __init__(self, env: simpy.Environment, delay: float, value, callback, priority=URGENT):
+        self.env = env
+        self.callbacks = [callback]
+        self._value = value
+        self._ok = True
+        env.schedule(self, priority, delay)
+
+
+@dataclass
+class SimResult:
+    scenario: str
+    policy: str
+    seed: int
+    tasks: list[Task]
+    series: dict[str, np.ndarray]
+    end_ms: float
+    options: dict = field(default_factory=dict)
+    backend_stats: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, scenario: Scenario, options: SchedulerOptions, seed: int, tasks: list[Task] | None = None):
+        self.scenario = scenario
+        self.options = options
+        self.seed = seed
+        self.env = env = simpy.Environment()
+        self.policy = make_policy(options, lambda: env._now)
+        self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
+        self.tasks = open_loop_tasks(scenario, seed) if tasks is None else tasks
+        self._wake_at = None
+        self._rows: list[tuple] = []
+        self.sample_ms = scenario.sample_ms or max(100.0, scenario.duration_ms / 1500.0)
+
+    # --- the hot path --------------------------------------------------------------------------------
+    def _arrive(self, event) -> None:
+        self._start(self.policy.submit(event._value))
+
+    def _done(self, task: Task) -> None:
+        task.end_ms = self.env._now
+        waiter = task.payload
+        self._start(self.policy.finish(task))
+        if waiter is not None and isinstance(waiter, Event):
+            waiter.succeed(task)
+
+    def _wake(self, event) -> None:
+        if event._value != self._wake_at:
+            return  # superseded
+        self._wake_at = None
+        self._start(self.policy.wake())
+
+    def _start(self, started: list[Task]) -> None:
+        now = self.env._now
+        dispatch = self.backend.dispatch
+        for task in started:
+            task.dispatch_ms = now
+            dispatch(task)
+        check = self.policy.next_check_ms()
+        if check != self._wake_at:
+            self._wake_at = check
+            if check is not None:
+                delay = check - now
+                while now + delay < check:  # land exactly on the instant the policy asked for
+                    delay = math.nextafter(delay, math.inf)
+                _At(self.env, delay, check, self._wake, NORMAL)
+
+    # --- closed-loop users ---------------------------------------------------------------------------
+    def _user(self, user: ClosedLoopUser):
+        env = self.env
+        if user.workload.arrivals.start_ms:
+            yield env.timeout(user.workload.arrivals.start_ms)
+        while True:
+            yield env.timeout(user.next_think_ms())
+            if not user.more(env.now):
+                return
+            task = user.make_task(env.now)
+            task.payload = done = env.event()
+            self.tasks.append(task)
+            self._start(self.policy.submit(task))
+            yield done
+
+    # --- observation -----------------------------------------------------------------------------------
+    def _sampler(self):
+        env, policy, backend, rows = self.env, self.policy, self.backend, self._rows
+        end = self.scenario.end_ms
+        while True:
+            queued_i, queued_b = policy.queued()
+            rps, p95 = policy.window_stats()
+            rows.append(
+                (
+                    env._now,
+                    policy.batch_cap(),
+                    policy.running - policy.batch_running,
+                    policy.batch_running,
+                    queued_i,
+                    queued_b,
+                    backend.busy(),
+                    backend.waiting(),
+                    policy.pressure(),
+                    rps,
+                    p95,
+                )
+            )
+            if not env._queue or env._now >= end:
+                return  # nothing left that could ever happen, or the hard stop
+            yield env.timeout(self.sample_ms)
+
+    def run(self) -> SimResult:
+        env = self.env
+        for task in self.tasks:
+            _At(env, task.arrival_ms, task, self._arrive)
+        for wi, w in enumerate(self.scenario.workload):
+            if isinstance(w.arrivals, ClosedLoop):
+                for u in range(w.arrivals.users):
+                    env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
+        sampler = env.process(self._sampler())
+        env.run(until=sampler)
+        series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
+        stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
+        return SimResult(
+            scenario=self.scenario.name,
+            policy=self.options.policy,
+            seed=self.seed,
+            tasks=self.tasks,
+            series={name: series[:, i] for i, name in enumerate(SERIES_COLUMNS)},
+            end_ms=env.now,
+            options=self.options.to_json_dict(),
+            backend_stats=stats,
+        )
+
+
+def simulate(scenario: Scenario, options: SchedulerOptions, seed: int) -> SimResult:
+    return Engine(scenario, options, seed).run()
