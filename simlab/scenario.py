@@ -158,6 +158,12 @@ class StepTime(Strict):
     per_seq_ms: float = Field(default=0.0, ge=0)
     profile: str | None = None  # CSV: batch_size,step_ms (from `simlab calibrate-gpu`)
 
+    @model_validator(mode="after")
+    def _positive(self):
+        if self.profile is None and self.base_ms + self.per_token_ms + self.per_seq_ms <= 0:
+            raise ValueError("a decode step must take time: give base_ms, per_token_ms or per_seq_ms above 0")
+        return self
+
 
 class Retry(Strict):
     max_retries: int = Field(default=5, ge=0)
@@ -301,7 +307,8 @@ def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
 
 def _check_semantics(s: Scenario) -> None:
     """Cross-field rules pydantic cannot see: files exist, tokens where the backend needs them."""
-    s.options()  # validates [scheduler] (camelCase production options)
+    if s.scheduler:
+        s.options()  # validates [scheduler] (camelCase production options)
     token_backend = s.backend.kind == "continuous-batching" or s.backend.kind == "api"
     for i, w in enumerate(s.workload):
         where = f"workload[{i}]"

@@ -311,23 +311,30 @@ def test_adaptive_cap_in_force_between_min_and_max(rows, d):
 
     def factory(opt, clock):
         p = make_policy(opt, clock)
-        orig = p._batch_limit
+        orig_limit, orig_finish = p._batch_limit, p.finish
+        state = {"completions": 0}
 
         def limit():
-            cap = orig()
-            seen.append(cap)
+            cap = orig_limit()
+            seen.append((cap, state["completions"]))
             return cap
 
-        p._batch_limit = limit
+        def finish(task):
+            state["completions"] += task.kind == "interactive"
+            return orig_finish(task)
+
+        p._batch_limit, p.finish = limit, finish
         return p
 
     with mock.patch.object(simlab.replay, "make_policy", factory):
         replay(tasks, o)
-    assert all(o.batch_min_concurrency <= c <= o.batch_max_concurrency for c in seen)
-    if any(t.kind == "interactive" for t in tasks) or tasks:
-        pass
-    if o.smoothing_alpha is None and o.smoothing_tau_ms is None and seen:
-        assert seen[0] == o.batch_max_concurrency  # empty window at the first evaluation
+    caps = [c for c, _ in seen]
+    assert all(isinstance(c, int) and o.batch_min_concurrency <= c <= o.batch_max_concurrency for c in caps)
+    if o.rps_source == "completions":
+        # before any interactive completion the window is empty: pressure 0, smoothed or not -> batchMax
+        assert all(c == o.batch_max_concurrency for c, done in seen if done == 0)
+    if o.batch_min_concurrency == o.batch_max_concurrency:
+        assert set(caps) <= {o.batch_max_concurrency}
 
 
 def test_recorder_can_fail():

@@ -117,7 +117,8 @@ def options_from_dict(data: object, source: str | Path | None = None, where: str
                 f"unknown option{did_you_mean(key, KNOWN_KEYS)}; known options: {', '.join(KNOWN_KEYS)}",
             )
     try:
-        return SchedulerOptions.model_validate(data)
+        # strict: JSON/TOML carry real types; `true` must not pass as maxConcurrency 1, nor "100" as windowMs
+        return SchedulerOptions.model_validate(data, strict=True)
     except ValidationError as exc:
         raise pydantic_to_input_error(exc, source, where) from None
 

@@ -115,7 +115,13 @@ def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
     else:
         tasks, header = read_trace(path)
         frame = pd.DataFrame(
-            {"arrival_ms": [t.arrival_ms for t in tasks], "service_ms": [t.service_ms for t in tasks], "kind": [t.kind for t in tasks]}
+            {
+                "id": [t.id for t in tasks],
+                "row": np.arange(len(tasks)),
+                "arrival_ms": [t.arrival_ms for t in tasks],
+                "service_ms": [t.service_ms for t in tasks],
+                "kind": [t.kind for t in tasks],
+            }
         )
         for col in ("prompt_tokens", "output_tokens"):
             if col in header:
@@ -136,8 +142,13 @@ def _label(workload: Workload, index: int) -> str:
 
 
 def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
-    """All open-loop tasks of all workloads, sorted by arrival (ties: workload order, then draw order)."""
+    """All open-loop tasks of all workloads, sorted by arrival.
+
+    Ties keep a trace file's row order (so a trace split into classes replays exactly as `simlab replay`),
+    then workload order, then draw order.
+    """
     tasks: list[Task] = []
+    order: list[tuple] = []
     for wi, w in enumerate(scenario.workload):
         if isinstance(w.arrivals, ClosedLoop):
             continue
@@ -149,10 +160,12 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
             service = frame["service_ms"].to_numpy(dtype=float) if "service_ms" in frame else None
             prompt = frame["prompt_tokens"].to_numpy(dtype=float) if "prompt_tokens" in frame else None
             output = frame["output_tokens"].to_numpy(dtype=float) if "output_tokens" in frame else None
+            ids = frame["id"].tolist() if "id" in frame else None
+            rows = frame["row"].tolist() if "row" in frame else None
         else:
             times = open_loop_times(stream(seed, wi, ARRIVALS), w.arrivals, scenario.duration_ms)
             n = len(times)
-            service = prompt = output = None
+            service = prompt = output = ids = rows = None
         resolve = scenario.resolve
         if w.service is not None:
             service = make_sampler(w.service, resolve)(stream(seed, wi, SERVICE), n)
@@ -160,14 +173,16 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
             prompt = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, resolve)(stream(seed, wi, PROMPT), n)))
             output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wi, OUTPUT), n)))
         for k in range(n):
-            task = Task(f"{label}-{k}", w.kind, float(times[k]), None if service is None else float(service[k]))
+            task_id = ids[k] if ids is not None else f"{label}-{k}"
+            task = Task(task_id, w.kind, float(times[k]), None if service is None else float(service[k]))
             if prompt is not None:
                 task.prompt_tokens = int(prompt[k])
                 task.output_tokens = int(output[k])
             task.source = label
             tasks.append(task)
-    tasks.sort(key=lambda t: t.arrival_ms)
-    return tasks
+            order.append((task.arrival_ms, rows[k] if rows is not None else math.inf, wi, k))
+    ranked = sorted(range(len(tasks)), key=order.__getitem__)
+    return [tasks[i] for i in ranked]
 
 
 class ClosedLoopUser:

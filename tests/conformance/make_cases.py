@@ -386,7 +386,7 @@ def t_range_zero_large_window(rng: random.Random) -> Case:
 
 
 def t_quirks(rng: random.Random) -> Case:
-    """Extra and reordered columns, numeric ids, partly unsorted rows, unknown option keys, EMA."""
+    """Extra and reordered columns, numeric ids, partly unsorted rows, explicit defaults, dyadic EMA."""
     n = total_tasks(rng, 1000, 2500)
     n_b = int(n * rng.uniform(0.25, 0.4))
     dur = rng.uniform(30_000, 60_000)
@@ -410,8 +410,6 @@ def t_quirks(rng: random.Random) -> Case:
         smoothingAlpha=rng.choice([0.5, 0.5, 0.25]),
         tieBreak="fifo",
         policy="adaptive",
-        comment="unknown keys must be ignored",
-        someFutureOption=42,
     )
     cols = ["tenant", "service_ms", "id", "prompt_tokens", "arrival_ms", "kind"]
     return Case("quirks", tasks, opts, columns=cols, id_style="numeric", shuffle_fraction=0.3)
