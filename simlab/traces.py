@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -32,11 +33,17 @@ def read_trace(path: str | Path, required=REQUIRED_COLUMNS) -> tuple[list[Task],
     """Tasks in file order, and the header. Each task's extra columns are in `task.payload` (a dict)."""
     path = Path(path)
     try:
-        handle = path.open(newline="", encoding="utf-8-sig")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(path, None, "trace file not found") from None
     except OSError as exc:
         raise InputError(path, None, f"cannot read trace file ({exc.strerror})") from None
+    try:
+        # Decoded whole so a bad byte is reported on its own line (a text handle decodes ahead, in chunks).
+        handle = io.StringIO(data.decode("utf-8-sig"), newline="")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(path, f"line {line}", f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save the trace as UTF-8 CSV") from None
     with handle:
         reader = csv.reader(handle)
         try:

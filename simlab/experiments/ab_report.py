@@ -81,7 +81,7 @@ def write_report(result, scenario, options, out: Path, figures: list[str]) -> No
                 f"{c['candidate']} vs {c['baseline']}",
                 c["metric"],
                 fmt_ci(c["diff"], c["diff_ci_low"], c["diff_ci_high"]),
-                fmt_ci(c["ratio"], c["ratio_ci_low"], c["ratio_ci_high"]) if c["ratio"] == c["ratio"] else "–",
+                fmt_ci(c["ratio"], c["ratio_ci_low"], c["ratio_ci_high"], 3) if c["ratio"] == c["ratio"] else "–",
                 "yes" if c["significant"] else "no",
                 "no" if not c["cis_overlap"] else "yes",
             ]

@@ -10,17 +10,18 @@ def fmt_num(x, digits: int = 1) -> str:
         return "–"
     if isinstance(x, bool):
         return "yes" if x else "NO"
-    if isinstance(x, int):
-        return f"{x:,}"
+    if isinstance(x, int) or x == int(x):
+        return f"{int(x):,}"
     if abs(x) >= 100:
         return f"{x:,.0f}"
     return f"{x:,.{digits}f}"
 
 
-def fmt_ci(mean, lo, hi) -> str:
-    if not (isinstance(lo, float) and math.isfinite(lo)):
-        return fmt_num(mean)
-    return f"{fmt_num(mean)} [{fmt_num(lo)}, {fmt_num(hi)}]"
+def fmt_ci(mean, lo, hi, digits: int = 1) -> str:
+    """'mean [low, high]'; the mean alone when there is no interval or every seed gave the same value."""
+    if not (isinstance(lo, float) and math.isfinite(lo)) or lo == hi:
+        return fmt_num(mean, digits)
+    return f"{fmt_num(mean, digits)} [{fmt_num(lo, digits)}, {fmt_num(hi, digits)}]"
 
 
 def text_table(header: list[str], rows: list[list[str]]) -> str:

@@ -7,16 +7,16 @@ completions are timeouts with a callback.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, URGENT, Event
+from simpy.events import Event
 
 from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
+from simlab.world.events import NORMAL, URGENT, fire_at
 from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream
 
 BACKEND_STREAM = 1_000_000
@@ -33,17 +33,6 @@ SERIES_COLUMNS = (
     "window_rps",
     "window_p95_ms",
 )
-
-
-class _At(Event):
-    """An event that fires at an absolute time, ahead of ordinary events at the same instant."""
-
-    def __init__(self, env: simpy.Environment, delay: float, value, callback, priority=URGENT):
-        self.env = env
-        self.callbacks = [callback]
-        self._value = value
-        self._ok = True
-        env.schedule(self, priority, delay)
 
 
 @dataclass
@@ -73,6 +62,12 @@ class Engine:
 
     # --- the hot path --------------------------------------------------------------------------------
     def _arrive(self, event) -> None:
+        # One pending arrival at a time keeps SimPy's heap small; URGENT puts arrivals ahead of
+        # completions at the same instant, as all-arrivals-scheduled-first does in the reference replay.
+        i, arrivals = self._next_arrival, self._arrivals
+        if i < len(arrivals):
+            self._next_arrival = i + 1
+            fire_at(self.env, arrivals[i].arrival_ms, self._arrive, arrivals[i], URGENT)
         self._start(self.policy.submit(event._value))
 
     def _done(self, task: Task) -> None:
@@ -98,10 +93,7 @@ class Engine:
         if check != self._wake_at:
             self._wake_at = check
             if check is not None:
-                delay = check - now
-                while now + delay < check:  # land exactly on the instant the policy asked for
-                    delay = math.nextafter(delay, math.inf)
-                _At(self.env, delay, check, self._wake, NORMAL)
+                fire_at(self.env, check, self._wake, check, NORMAL)
 
     # --- closed-loop users ---------------------------------------------------------------------------
     def _user(self, user: ClosedLoopUser):
@@ -146,8 +138,11 @@ class Engine:
 
     def run(self) -> SimResult:
         env = self.env
-        for task in self.tasks:
-            _At(env, task.arrival_ms, task, self._arrive)
+        self._arrivals = self.tasks  # open-loop, sorted by arrival
+        self.tasks = list(self._arrivals)  # closed-loop users append theirs
+        self._next_arrival = 1
+        if self._arrivals:
+            fire_at(env, self._arrivals[0].arrival_ms, self._arrive, self._arrivals[0], URGENT)
         for wi, w in enumerate(self.scenario.workload):
             if isinstance(w.arrivals, ClosedLoop):
                 for u in range(w.arrivals.users):

@@ -14,6 +14,7 @@ import numpy as np
 import simpy
 
 from simlab.policies.base import Task
+from simlab.world.events import fire_after
 
 Done = Callable[[Task], None]
 
@@ -47,8 +48,7 @@ class Backend:
 
     def _finish_at(self, delay: float, task: Task) -> None:
         """Call `self._end(task)` after `delay` ms, with one SimPy event and no process."""
-        event = self.env.timeout(delay, task)
-        event.callbacks.append(self._on_timeout)
+        fire_after(self.env, delay, self._on_timeout, task)
 
     def _on_timeout(self, event) -> None:
         self._end(event._value)

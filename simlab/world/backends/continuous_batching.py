@@ -65,8 +65,10 @@ class ContinuousBatchingBackend(Backend):
         self._d = 0.0
         self._prefill: list = []  # tasks admitted at iteration `_iter`
         self._prefill_tokens = 0
-        self._next_idx = -1  # boundary index of the scheduled event
-        self._gen = 0
+        self._next_idx = -1  # the boundary the span stops at next (a completion, or a join)
+        self._next_at = 0.0  # its time
+        self._pending_at = None  # time of the live SimPy timeout, if any (may be earlier than _next_at)
+        self._gen = 0  # generation of the live timeout; older ones are no-ops
         self._holding = False  # inside a boundary's done() callbacks: dispatches only queue
         # statistics
         self._seq_iters = 0
@@ -202,12 +204,20 @@ class ContinuousBatchingBackend(Backend):
             self._set_event(self._running[0][0] + 1)
 
     def _set_event(self, idx: int) -> None:
-        """One timeout for boundary `idx` of the current span; any earlier one becomes a no-op."""
+        """Make boundary `idx` of the current span the next stop. A live timeout that fires no later is
+        kept (it re-arms itself for the new time when it fires), so a burst of dispatches at one instant,
+        each re-planning the iteration, costs one extra event rather than one each."""
         k = idx - self._iter - 1
         at = self._t1 + k * self._d if k else self._t1
-        self._gen += 1
         self._next_idx = idx
-        event = self.env.timeout(max(0.0, at - self.env._now), self._gen)
+        self._next_at = at
+        if self._pending_at is None or self._pending_at > at:
+            self._arm(at)
+
+    def _arm(self, at: float) -> None:
+        self._gen += 1
+        self._pending_at = at
+        event = self.env.timeout(max(0.0, at - self.env._now), (self._gen, at))
         event.callbacks.append(self._on_boundary)
 
     def _close(self, now: float, idx: int) -> None:
@@ -222,8 +232,13 @@ class ContinuousBatchingBackend(Backend):
             self._prefill_tokens = 0
 
     def _on_boundary(self, event) -> None:
-        if event._value != self._gen:
-            return  # superseded
+        gen, at = event._value
+        if gen != self._gen:
+            return  # superseded by an earlier stop
+        self._pending_at = None
+        if self._next_at > at:  # the stop moved later since this timeout was armed
+            self._arm(self._next_at)
+            return
         now = self.env._now
         idx = self._next_idx
         self._close(now, idx)

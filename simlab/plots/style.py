@@ -1,0 +1,125 @@
+"""One look for every simlab figure: large type and thick lines that survive a projector, one colour per policy
+in every figure, and byte-identical files on a rerun (no timestamps, fixed SVG ids).
+
+Figures are built on `matplotlib.figure.Figure`, never through pyplot: `savefig` renders PNG with Agg and SVG
+with the SVG backend directly, so no display is needed, and the caller's backend is left alone (calling
+`matplotlib.use("Agg")` here would break inline plots in a notebook that imports simlab)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import matplotlib
+from matplotlib import colors as mcolors
+from matplotlib.figure import Figure
+
+from simlab.atomic import atomic_write_bytes
+
+DPI = 150
+WIDE = (13.0, 7.3)  # 16:9, 1950 x 1095 px at DPI
+
+# Okabe-Ito, the colour-blind safe palette; yellow left out (invisible on a projector).
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#8C564B"]
+POLICY_COLORS = {
+    "unscheduled": "#D55E00",  # vermillion: the baseline with no scheduler
+    "fifo": "#CC79A7",
+    "priority": "#0072B2",
+    "static": "#E69F00",
+    "adaptive": "#009E73",
+}
+POLICY_MARKERS = {"unscheduled": "X", "fifo": "P", "priority": "s", "static": "D", "adaptive": "o"}
+MARKERS = ["o", "s", "D", "^", "v", "P", "X", "*"]
+INK = "#222222"  # reference lines (SLO, caps): near-black
+REF_GREY = "#555555"
+
+RC = {
+    "font.family": "DejaVu Sans",  # ships with matplotlib: same glyphs on every machine
+    "font.size": 17,
+    "axes.titlesize": 19,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 18,
+    "xtick.labelsize": 16,
+    "ytick.labelsize": 16,
+    "legend.fontsize": 16,
+    "legend.title_fontsize": 16,
+    "legend.framealpha": 0.92,
+    "legend.edgecolor": "#999999",
+    "figure.titlesize": 22,
+    "figure.titleweight": "bold",
+    "figure.labelsize": 18,
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "savefig.facecolor": "white",
+    "figure.facecolor": "white",
+    "axes.facecolor": "white",
+    "axes.edgecolor": "#333333",
+    "axes.linewidth": 1.4,
+    "axes.grid": True,
+    "grid.color": "#CCCCCC",
+    "grid.linewidth": 1.0,
+    "grid.alpha": 1.0,
+    "axes.axisbelow": True,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 3.2,
+    "lines.markersize": 11,
+    "xtick.major.width": 1.4,
+    "ytick.major.width": 1.4,
+    "xtick.major.size": 6,
+    "ytick.major.size": 6,
+    "errorbar.capsize": 7,
+    "svg.fonttype": "path",  # the SVG looks exactly like the PNG, whatever fonts the viewer has
+    "svg.hashsalt": "simlab",  # fixed ids: reruns give identical files
+    "svg.id": "simlab-figure",
+    "path.simplify": True,
+    "agg.path.chunksize": 20000,
+}
+# Neither format gets a creation date; the PNG keeps only matplotlib's "Software" tag (a constant).
+METADATA = {"svg": {"Date": None}, "png": {"Date": None}}
+
+
+@contextlib.contextmanager
+def context():
+    """The simlab style, for the figures made inside the block only."""
+    with matplotlib.rc_context(RC):
+        yield
+
+
+def policy_colors(policies) -> dict[str, str]:
+    """A colour per policy, fixed for the known policies, then the palette in order for the others."""
+    used = {POLICY_COLORS[p] for p in policies if p in POLICY_COLORS}
+    spare = [c for c in PALETTE if c not in used]
+    out = {}
+    for p in policies:
+        out[p] = POLICY_COLORS.get(p) or (spare.pop(0) if spare else PALETTE[len(out) % len(PALETTE)])
+    return out
+
+
+def policy_markers(policies) -> dict[str, str]:
+    used = {POLICY_MARKERS[p] for p in policies if p in POLICY_MARKERS}
+    spare = [m for m in MARKERS if m not in used]
+    return {p: POLICY_MARKERS.get(p) or (spare.pop(0) if spare else "o") for p in policies}
+
+
+def tint(color: str, amount: float = 0.55) -> tuple[float, float, float]:
+    """`color` mixed with `amount` of white: the light shade of a policy colour."""
+    r, g, b = mcolors.to_rgb(color)
+    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def new_figure(size=WIDE, **kwargs) -> Figure:
+    return Figure(figsize=size, layout="constrained", **kwargs)
+
+
+def save(fig: Figure, directory: Path, name: str) -> list[Path]:
+    """`name`.png and `name`.svg in `directory`, each written atomically."""
+    paths = []
+    for fmt in ("png", "svg"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=DPI, metadata=METADATA[fmt])
+        path = Path(directory) / f"{name}.{fmt}"
+        atomic_write_bytes(path, buf.getvalue())
+        paths.append(path)
+    return paths
