@@ -13,6 +13,7 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib import colors as mcolors
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simlab.atomic import atomic_write_bytes
@@ -110,7 +111,10 @@ def tint(color: str, amount: float = 0.55) -> tuple[float, float, float]:
 
 
 def new_figure(size=WIDE, **kwargs) -> Figure:
-    return Figure(figsize=size, layout="constrained", **kwargs)
+    """A figure on an Agg canvas (text can be measured before saving), with constrained layout."""
+    fig = Figure(figsize=size, layout="constrained", **kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def save(fig: Figure, directory: Path, name: str) -> list[Path]:

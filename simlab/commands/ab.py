@@ -1,0 +1,45 @@
+"""`simlab ab`: every policy on common seeds, paired comparisons with 95% CIs, verdicts, report, figures."""
+
+from __future__ import annotations
+
+from simlab.commands.common import add_experiment_args, out_dir, positive, scenario_options, seeds
+from simlab.errors import InputError, did_you_mean
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ab", help="compare policies over common seeds, with confidence intervals")
+    add_experiment_args(p)
+    p.add_argument("--policies", help="comma-separated (default: the scenario's, else unscheduled,priority,static,adaptive)")
+    p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
+    p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from simlab.experiments.ab import run_ab
+    from simlab.experiments.ab_report import terminal_table, write_report
+    from simlab.policies import POLICY_NAMES
+    from simlab.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
+    for p in policies:
+        if p not in POLICY_NAMES:
+            raise InputError(None, "--policies", f"unknown policy {p!r}{did_you_mean(p, POLICY_NAMES)}; known: {', '.join(POLICY_NAMES)}")
+    baseline = args.baseline if args.baseline in policies else policies[0]
+    options = scenario_options(scenario, args.options, None)
+    run_seeds = seeds(args, scenario)
+    out = out_dir(args, scenario, "ab")
+    result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
+                    progress=not args.quiet)
+    figures = []
+    if not args.no_figures:
+        from simlab.plots.ab import ab_figures
+
+        figures = ab_figures(out)
+    write_report(result, scenario, options, out, figures)
+    print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
+    print(terminal_table(result))
+    print(f"\nreport: {out}/report.md  tables: {out}/summary.csv, {out}/comparison.csv"
+          + (f"  figures: {out}/figures/" if figures else ""))
+    return 0

@@ -1,0 +1,559 @@
+"""Figures for an A/B output directory (what `simlab ab` writes), for slides and for `report.md`.
+
+`ab_figures(out)` reads the directory's files only (meta.json, policies.csv, bounds.csv and the first seed's
+runs/POLICY/seed-N/{tasks,series}.csv), so it can be rerun on an old result. Each figure is written as
+PNG and SVG under out/figures/; a figure whose input is missing is skipped (and any stale copy removed).
+
+1. latency_cdf         interactive end-to-end latency CDF per policy, SLO and 0.95 marked
+2. rolling_p95         interactive P95 over the scheduler's sliding window (windowMs), per policy, SLO marked
+3. batch_cap_inflight  per policy: batch cap in force, batch and interactive tasks in flight, maxConcurrency
+4. queues              per policy and queue: tasks waiting at the scheduler (per class) and at the backend
+5. tradeoff            batch throughput against interactive P95, means with 95% CIs over all seeds
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.transforms import Bbox, blended_transform_factory
+
+from simlab.plots import style
+
+log = logging.getLogger(__name__)
+
+FIGURES = ("latency_cdf", "rolling_p95", "batch_cap_inflight", "queues", "tradeoff")
+MAX_POINTS = 4000  # per line; more is invisible at 150 dpi and only slows rendering
+
+
+class MissingInput(Exception):
+    """The figure's input is not in the directory (or holds nothing to draw): skip the figure."""
+
+
+# --- reading the directory -------------------------------------------------------------------------------
+class AbDir:
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        try:
+            self.meta = json.loads((self.out / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MissingInput(f"no readable meta.json in {self.out} ({exc})") from None
+        self.scenario = str(self.meta.get("scenario") or self.out.name)
+        self.slo = _float(self.meta.get("slo_p95_ms"))
+        self.options = self.meta.get("options") or {}
+        self.window_ms = _float(self.options.get("windowMs")) or 10_000.0
+        self.max_concurrency = _float(self.options.get("maxConcurrency"))
+        self.policies = [str(p) for p in self.meta.get("policies") or []]
+        self.seeds = list(self.meta.get("seeds") or [])
+        self.colors = style.policy_colors(self.policies)
+        self.markers = style.policy_markers(self.policies)
+        self._tasks: dict[str, pd.DataFrame | None] = {}
+        self._series: dict[str, pd.DataFrame | None] = {}
+
+    def _run_file(self, policy: str, name: str) -> Path | None:
+        """The first seed's file; failing that, the lowest seed that has one."""
+        base = self.out / "runs" / policy
+        if self.seeds and (base / f"seed-{self.seeds[0]}" / name).is_file():
+            return base / f"seed-{self.seeds[0]}" / name
+        found = []
+        for p in base.glob(f"seed-*/{name}"):
+            try:
+                found.append((int(p.parent.name.removeprefix("seed-")), p))
+            except ValueError:
+                continue
+        return min(found)[1] if found else None
+
+    def seed_of(self, path: Path) -> str:
+        return path.parent.name.removeprefix("seed-")
+
+    def _read(self, path: Path | None, columns: dict) -> pd.DataFrame | None:
+        if path is None:
+            return None
+        try:
+            df = pd.read_csv(path, usecols=list(columns), dtype=columns)
+        except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            log.warning("cannot read %s: %s", path, exc)
+            return None
+        return df
+
+    def tasks(self, policy: str) -> pd.DataFrame | None:
+        if policy not in self._tasks:
+            path = self._run_file(policy, "tasks.csv")
+            cols = {"kind": "string", "arrival_ms": "float64", "end_ms": "float64", "outcome": "string"}
+            df = self._read(path, cols)
+            if df is not None:
+                df.attrs["seed"] = self.seed_of(path)
+            self._tasks[policy] = df
+        return self._tasks[policy]
+
+    def series(self, policy: str) -> pd.DataFrame | None:
+        if policy not in self._series:
+            path = self._run_file(policy, "series.csv")
+            cols = dict.fromkeys(
+                ["t_ms", "batch_cap", "in_flight_interactive", "in_flight_batch", "queued_interactive",
+                 "queued_batch", "backend_waiting"], "float64")
+            df = self._read(path, cols)
+            if df is not None:
+                df = df.sort_values("t_ms", kind="stable").reset_index(drop=True)
+                df.attrs["seed"] = self.seed_of(path)
+            self._series[policy] = df
+        return self._series[policy]
+
+    def interactive_latencies(self, policy: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(end_ms, latency_ms) of the interactive tasks that completed, sorted by end_ms."""
+        df = self.tasks(policy)
+        if df is None:
+            return None
+        done = (df["kind"] == "interactive") & (df["outcome"] == "ok") & df["end_ms"].notna() & df["arrival_ms"].notna()
+        done = done.fillna(False).to_numpy(dtype=bool)
+        end = df["end_ms"].to_numpy(dtype=float)[done]
+        lat = end - df["arrival_ms"].to_numpy(dtype=float)[done]
+        if len(lat) == 0:
+            return None
+        order = np.argsort(end, kind="stable")
+        return end[order], lat[order]
+
+    @cached_property
+    def aggregate(self) -> pd.DataFrame | None:
+        df = self._read_all(self.out / "policies.csv")
+        return None if df is None else df.set_index("policy", drop=False)
+
+    @cached_property
+    def bounds(self) -> pd.DataFrame | None:
+        return self._read_all(self.out / "bounds.csv")
+
+    def _read_all(self, path: Path) -> pd.DataFrame | None:
+        if not path.is_file():
+            return None
+        try:
+            df = pd.read_csv(path, dtype={"policy": "string"})
+        except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            log.warning("cannot read %s: %s", path, exc)
+            return None
+        return df
+
+    def seed_label(self, frames) -> str:
+        seeds = sorted({f.attrs.get("seed") for f in frames if f is not None} - {None}, key=str)
+        return f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(seeds)
+
+
+def _float(value) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _fmt_ms(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _thin(n: int, keep_tail: int = 0) -> np.ndarray:
+    """Indices of at most ~MAX_POINTS of n points, evenly spread, plus the last `keep_tail` (a CDF's tail)."""
+    if n <= MAX_POINTS:
+        return np.arange(n)
+    idx = np.linspace(0, n - 1, MAX_POINTS - keep_tail).astype(np.int64)
+    if keep_tail:
+        idx = np.concatenate([idx, np.arange(max(0, n - keep_tail), n)])
+    return np.unique(idx)
+
+
+# --- 1. latency CDF -----------------------------------------------------------------------------------
+def latency_cdf(d: AbDir):
+    lats = {p: d.interactive_latencies(p) for p in d.policies}
+    lats = {p: np.sort(v[1]) for p, v in lats.items() if v is not None}
+    if not lats:
+        raise MissingInput("no completed interactive tasks")
+    fig = style.new_figure()
+    ax = fig.subplots()
+    lo = min(float(v[0]) for v in lats.values())
+    hi = max(float(v[-1]) for v in lats.values())
+    if d.slo:
+        hi = max(hi, d.slo)
+    log_x = lo > 0 and hi / lo > 100
+    for p, x in lats.items():
+        n = len(x)
+        y = np.arange(1, n + 1) / n
+        idx = _thin(n, keep_tail=min(n, 1000))
+        p95 = float(np.percentile(x, 95))
+        ax.plot(x[idx], y[idx], drawstyle="steps-post", color=d.colors[p], label=f"{p}: P95 {_fmt_ms(p95)} ms")
+    if log_x:
+        ax.set_xscale("log")
+        ax.set_xlim(lo / 1.3, hi * 1.6)
+    else:
+        ax.set_xlim(0, hi * 1.08)
+    ax.set_ylim(0, 1.02)
+    ax.axhline(0.95, color=style.REF_GREY, lw=2, ls=":", zorder=1)
+    ax.text(0.01, 0.95, "0.95 (P95)", transform=blended_transform_factory(ax.transAxes, ax.transData),
+            ha="left", va="bottom", color=style.REF_GREY, fontsize=15)
+    if d.slo:
+        ax.axvline(d.slo, color=style.INK, lw=2.5, ls="--", zorder=1)
+        ax.text(d.slo, 0.5, f"SLO {_fmt_ms(d.slo)} ms ", transform=blended_transform_factory(ax.transData, ax.transAxes),
+                rotation=90, ha="right", va="center", color=style.INK, fontsize=15)
+    ax.set_xlabel("interactive end-to-end latency (ms" + (", log scale)" if log_x else ")"))
+    ax.set_ylabel("fraction of requests ≤ latency")
+    fig.suptitle(f"{d.scenario}: interactive latency CDF")
+    frames = [d.tasks(p) for p in lats]
+    ax.legend(title=f"policy ({d.seed_label(frames)})", loc="lower right")
+    return fig
+
+
+# --- 2. rolling P95 -----------------------------------------------------------------------------------
+def rolling_p95(end: np.ndarray, lat: np.ndarray, window_ms: float, min_periods: int = 5):
+    """P95 of the latencies completed in (t - window_ms, t], at each completion t (pandas' time-based rolling
+    window, O(n log w)); NaN-separated where no completion happened for a whole window."""
+    s = pd.Series(lat, index=pd.to_timedelta(end, unit="ms"))
+    p95 = s.rolling(pd.Timedelta(milliseconds=window_ms), min_periods=min_periods).quantile(0.95).to_numpy()
+    t = end
+    idx = _thin(len(t))
+    t, p95 = t[idx], p95[idx]
+    gaps = np.flatnonzero(np.diff(t) > window_ms)
+    if len(gaps):
+        t = np.insert(t, gaps + 1, t[gaps] + window_ms)
+        p95 = np.insert(p95, gaps + 1, np.nan)
+    return t, p95
+
+
+def rolling_p95_figure(d: AbDir):
+    lines = {}
+    for p in d.policies:
+        v = d.interactive_latencies(p)
+        if v is not None:
+            t, p95 = rolling_p95(v[0], v[1], d.window_ms)
+            if np.isfinite(p95).any():
+                lines[p] = (t, p95)
+    if not lines:
+        raise MissingInput("no completed interactive tasks")
+    fig = style.new_figure()
+    ax = fig.subplots()
+    for p, (t, p95) in lines.items():
+        ax.plot(t / 1000.0, p95, color=d.colors[p], label=p)
+    vals = np.concatenate([v[1][np.isfinite(v[1])] for v in lines.values()])
+    lo, hi = float(vals.min()), float(vals.max())
+    if d.slo:
+        ax.axhline(d.slo, color=style.INK, lw=2.5, ls="--", zorder=1)
+        ax.text(0.995, d.slo, f"SLO {_fmt_ms(d.slo)} ms", transform=blended_transform_factory(ax.transAxes, ax.transData),
+                ha="right", va="bottom", color=style.INK, fontsize=15)
+        hi = max(hi, d.slo)
+    if lo > 0 and hi / lo > 20:
+        ax.set_yscale("log")
+        ax.set_ylim(lo / 1.3, hi * 1.5)
+        scale = ", log scale"
+    else:
+        ax.set_ylim(0, hi * 1.12)
+        scale = ""
+    ax.set_xlim(left=0)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel(f"interactive P95 (ms{scale})")
+    fig.suptitle(f"{d.scenario}: interactive P95 over a sliding {d.window_ms / 1000:g} s window")
+    frames = [d.tasks(p) for p in lines]
+    fig.legend(loc="outside upper center", ncols=min(len(lines), 5), title=d.seed_label(frames), frameon=False)
+    return fig
+
+
+# --- small multiples ---------------------------------------------------------------------------------------
+def _grid(n: int) -> tuple[int, int]:
+    if n <= 3:
+        return n, 1
+    return math.ceil(n / 2), 2
+
+
+def _time_panels(d: AbDir, policies: list[str], height_per_row: float):
+    rows, cols = _grid(len(policies))
+    fig = style.new_figure(size=(style.WIDE[0] + (1.5 if cols == 2 else 0), 1.6 + height_per_row * rows))
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)).ravel()
+    for ax in axes[len(policies):]:
+        ax.set_visible(False)
+    for ax, p in zip(axes, policies):
+        ax.set_title(p, color=d.colors[p], loc="left")
+    # a hidden last panel leaves the panel above it as the bottom of its column: give it tick labels back
+    for i, ax in enumerate(axes[: len(policies)]):
+        if i + cols >= len(policies):
+            ax.xaxis.set_tick_params(labelbottom=True)
+    fig.supxlabel("simulated time (s)")
+    return fig, axes[: len(policies)]
+
+
+def batch_cap_inflight(d: AbDir):
+    series = {p: d.series(p) for p in d.policies}
+    series = {p: s for p, s in series.items() if s is not None and len(s)}
+    if not series:
+        raise MissingInput("no series.csv")
+    fig, axes = _time_panels(d, list(series), 3.3)
+    top = 1.0
+    for ax, (p, s) in zip(axes, series.items()):
+        t = s["t_ms"].to_numpy() / 1000.0
+        b = s["in_flight_batch"].fillna(0).to_numpy()
+        i = s["in_flight_interactive"].fillna(0).to_numpy()
+        cap = s["batch_cap"].to_numpy(dtype=float)
+        cap = np.where(np.isfinite(cap), cap, np.nan)
+        color = d.colors[p]
+        ax.fill_between(t, 0, b, step="post", color=style.tint(color, 0.6), lw=0)
+        ax.fill_between(t, b, b + i, step="post", color=color, lw=0)
+        if np.isfinite(cap).any():
+            ax.plot(t, cap, drawstyle="steps-post", color=style.INK, lw=3)
+        else:
+            ax.set_title("no batch cap", loc="right", fontsize=15, fontweight="normal", color=style.REF_GREY)
+        if d.max_concurrency:
+            ax.axhline(d.max_concurrency, color=style.INK, ls="--", lw=2.2, dashes=(5, 3), zorder=3)
+        top = max(top, float(np.nanmax(b + i)), float(np.nanmax(cap)) if np.isfinite(cap).any() else 0.0)
+        ax.set_xlim(0, t[-1] if len(t) and t[-1] > 0 else None)
+    if d.max_concurrency:
+        top = max(top, d.max_concurrency)
+    axes[0].set_ylim(0, top * 1.1)
+    fig.supylabel("tasks in flight")
+    handles = [
+        Patch(color=style.tint("#555555", 0.6), label="batch in flight (light)"),
+        Patch(color="#555555", label="interactive in flight (dark), on top"),
+        Line2D([], [], color=style.INK, lw=3, label="batch cap in force"),
+    ]
+    if d.max_concurrency:
+        handles.append(Line2D([], [], color=style.INK, lw=2.2, ls="--", dashes=(5, 3),
+                              label=f"maxConcurrency = {d.max_concurrency:g}"))
+    fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
+    fig.suptitle(f"{d.scenario}: batch cap and tasks in flight ({d.seed_label(series.values())})")
+    return fig
+
+
+QUEUES = [
+    ("queued_interactive", "interactive, at scheduler"),
+    ("queued_batch", "batch, at scheduler"),
+    ("backend_waiting", "at backend (both classes)"),
+]
+
+
+def queues(d: AbDir):
+    series = {p: d.series(p) for p in d.policies}
+    series = {p: s for p, s in series.items() if s is not None and len(s)}
+    if not series:
+        raise MissingInput("no series.csv")
+    # a queue that stayed empty under every policy gets no column (e.g. a backend without a queue)
+    cols = [(c, title) for c, title in QUEUES if any(s[c].fillna(0).to_numpy().any() for s in series.values())]
+    never = [title for c, title in QUEUES if (c, title) not in cols]
+    if not cols:
+        raise MissingInput("no task ever waited in a queue")
+    n = len(series)
+    fig = style.new_figure(size=(4.6 * len(cols) + 2.2, 1.9 + 2.0 * n))
+    axes = fig.subplots(n, len(cols), sharex=True, sharey="col", squeeze=False)
+    t_end = max(float(s["t_ms"].iloc[-1]) for s in series.values()) / 1000.0
+    for r, (p, s) in enumerate(series.items()):
+        t = s["t_ms"].to_numpy() / 1000.0
+        color = d.colors[p]
+        for c, (col, title) in enumerate(cols):
+            ax = axes[r, c]
+            y = s[col].fillna(0).to_numpy()
+            ax.fill_between(t, 0, y, step="post", color=style.tint(color, 0.6), lw=0)
+            ax.plot(t, y, drawstyle="steps-post", color=color, lw=2.2)
+            if not y.any():
+                ax.text(0.5, 0.5, "always empty", transform=ax.transAxes, ha="center", va="center",
+                        color=style.REF_GREY, fontsize=15, style="italic")
+            if r == 0:
+                ax.set_title(title, fontsize=17)
+            if c == 0:
+                ax.set_ylabel(p, color=color, fontweight="bold", fontsize=17)
+            ax.set_xlim(0, t_end or None)
+            ax.yaxis.get_major_locator().set_params(integer=True)
+    for c in range(len(cols)):
+        axes[0, c].set_ylim(bottom=0)
+        if axes[0, c].get_ylim()[1] < 1:
+            axes[0, c].set_ylim(0, 1)
+    fig.supxlabel("simulated time (s)" + (f"   ·   never queued: {', '.join(never)}" if never else ""))
+    fig.supylabel("tasks waiting")
+    fig.suptitle(f"{d.scenario}: queue lengths ({d.seed_label(series.values())})")
+    return fig
+
+
+# --- 5. trade-off -------------------------------------------------------------------------------------
+X_METRIC, Y_METRIC = "interactive_p95_ms", "batch_throughput_per_min"
+
+
+def _bound(d: AbDir, name: str, metric: str) -> float | None:
+    b = d.bounds
+    if b is None or metric not in b.columns or "policy" not in b.columns:
+        return None
+    v = pd.to_numeric(b.loc[b["policy"] == name, metric], errors="coerce").dropna()
+    return float(v.mean()) if len(v) else None
+
+
+def tradeoff(d: AbDir):
+    agg = d.aggregate
+    need = [f"{m}_{s}" for m in (X_METRIC, Y_METRIC) for s in ("mean", "ci_low", "ci_high")]
+    if agg is None or any(c not in agg.columns for c in need):
+        raise MissingInput("no policies.csv with P95 and batch throughput")
+    pts = {}
+    for p in d.policies:
+        if p not in agg.index:
+            continue
+        row = {c: _float(agg.at[p, c]) for c in need}
+        if row[f"{X_METRIC}_mean"] is not None and row[f"{Y_METRIC}_mean"] is not None:
+            pts[p] = row
+    if not pts:
+        raise MissingInput("no policy with both an interactive P95 and a batch throughput (no batch work?)")
+    n_seeds = len(d.seeds) or None
+    fig = style.new_figure()
+    ax = fig.subplots()
+
+    def val(row, m, s):
+        return row[f"{m}_{s}"] if row[f"{m}_{s}"] is not None else row[f"{m}_mean"]
+
+    xs = [v for r in pts.values() for v in (val(r, X_METRIC, "ci_low"), val(r, X_METRIC, "ci_high"))]
+    ys = [v for r in pts.values() for v in (val(r, Y_METRIC, "ci_low"), val(r, Y_METRIC, "ci_high"))]
+    no_batch = _bound(d, "bound-no-batch", X_METRIC)
+    alone = _bound(d, "bound-batch-alone", Y_METRIC)
+    for v, into in ((no_batch, xs), (alone, ys)):
+        if v is not None:
+            into.append(v)
+    log_x = min(xs) > 0 and max(xs) / min(xs) > 100
+    fx = np.log10 if log_x else (lambda v: np.asarray(v, dtype=float))
+    gx = (lambda v: 10.0 ** np.asarray(v)) if log_x else (lambda v: v)
+    x0, x1 = float(fx(min(xs))), float(fx(max(xs)))
+    y0, y1 = min(ys), max(ys)
+    xspan = (x1 - x0) or max(abs(x1) * 0.2, 1.0)
+    yspan = (y1 - y0) or max(abs(y1) * 0.2, 1.0)
+    # the better corner (low P95, high throughput: top left) gets room of its own for the arrow
+    xlim = (float(gx(x0 - 0.42 * xspan)), float(gx(x1 + 0.22 * xspan)))
+    ylim = (y0 - 0.18 * yspan, y1 + 0.45 * yspan)
+    if log_x:
+        ax.set_xscale("log")
+    elif xlim[0] < 0 <= x0:
+        xlim = (0.0, xlim[1])
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+
+    for p, r in pts.items():
+        x, y = r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]
+        xerr = [[x - val(r, X_METRIC, "ci_low")], [val(r, X_METRIC, "ci_high") - x]]
+        yerr = [[y - val(r, Y_METRIC, "ci_low")], [val(r, Y_METRIC, "ci_high") - y]]
+        ax.errorbar([x], [y], xerr=np.clip(xerr, 0, None), yerr=np.clip(yerr, 0, None), color=d.colors[p],
+                    marker=d.markers[p], markersize=15, markeredgecolor="white", markeredgewidth=1.5,
+                    elinewidth=3, capthick=3, ls="none", zorder=4)
+
+    avoid = []
+    refs = []
+    if no_batch is not None:
+        ax.axvline(no_batch, color=style.REF_GREY, ls=":", lw=2.2, zorder=1)
+        refs.append(ax.text(no_batch, 0.03, f" P95 with no batch: {_fmt_ms(no_batch)} ms",
+                            transform=blended_transform_factory(ax.transData, ax.transAxes),
+                            rotation=90, ha="right", va="bottom", color=style.REF_GREY, fontsize=14))
+    if alone is not None:
+        ax.axhline(alone, color=style.REF_GREY, ls=":", lw=2.2, zorder=1)
+        refs.append(ax.text(0.995, alone, f"batch alone: {alone:,.0f}/min ",
+                            transform=blended_transform_factory(ax.transAxes, ax.transData),
+                            ha="right", va="bottom", color=style.REF_GREY, fontsize=14))
+    better = ax.annotate(
+        "better:\nlower P95,\nmore batch", xy=(0.015, 0.975), xycoords="axes fraction",
+        xytext=(0.14, 0.80), textcoords="axes fraction", ha="center", va="center", fontsize=16,
+        color=style.INK, fontweight="bold",
+        arrowprops=dict(arrowstyle="-|>", lw=3, color=style.INK, mutation_scale=28, shrinkA=4, shrinkB=0),
+    )
+    ax.set_xlabel("interactive P95 latency (ms" + (", log scale" if log_x else "") + ")   ← lower is better")
+    ax.set_ylabel("batch throughput (jobs/min)\nhigher is better →")
+    seeds = f"means over {n_seeds} seeds, bars = 95% CI" if n_seeds else "bars = 95% CI"
+    fig.suptitle(f"{d.scenario}: batch throughput vs interactive P95 ({seeds})")
+
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # settle the layout before measuring where labels fit
+    fig.set_layout_engine("none")
+    avoid = [a.get_window_extent(renderer) for a in (better, *refs)]
+    _label_points(ax, renderer, [(p, r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]) for p, r in pts.items()],
+                  d.colors, avoid)
+    return fig
+
+
+def _label_points(ax, renderer, points, colors, avoid):
+    """Name each point, in its colour, at the first nearby spot that covers no other label, point or note."""
+    to_px = ax.transData.transform
+    frame = ax.get_window_extent(renderer)
+    dots = [Bbox.from_bounds(*(to_px((x, y)) - 16), 32, 32) for _, x, y in points]
+    placed = list(avoid)
+    for k, (name, x, y) in enumerate(points):
+        best = None
+        for radius in (20, 34, 52, 75, 100):
+            for angle in (0, 35, -35, 180, 145, -145, 90, -90):
+                dx, dy = radius * math.cos(math.radians(angle)), radius * math.sin(math.radians(angle))
+                ha = "left" if dx > 5 else "right" if dx < -5 else "center"
+                va = "bottom" if dy > 5 else "top" if dy < -5 else "center"
+                ann = ax.annotate(
+                    name, (x, y), xytext=(dx, dy), textcoords="offset pixels", ha=ha, va=va, fontsize=17,
+                    fontweight="bold", color=colors[name], zorder=6,
+                    bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85),
+                    arrowprops=None if radius <= 20 else dict(arrowstyle="-", color=colors[name], lw=1.8, shrinkA=0, shrinkB=9),
+                )
+                ann.set_in_layout(False)
+                box = ann.get_window_extent(renderer)
+                others = placed + [b for j, b in enumerate(dots) if j != k]
+                overlap = sum(_overlap(box, o) for o in others)
+                outside = box.width * box.height - _overlap(box, frame)
+                cost = overlap + 4 * outside + radius * 0.01
+                if best is None or cost < best[0]:
+                    if best is not None:
+                        best[1].remove()
+                    best = (cost, ann, box)
+                else:
+                    ann.remove()
+                if cost < 1:
+                    break
+            if best[0] < 1:
+                break
+        placed.append(best[2].padded(4))
+
+
+def _overlap(a: Bbox, b: Bbox) -> float:
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+# --- entry point ------------------------------------------------------------------------------------------
+BUILDERS = {
+    "latency_cdf": latency_cdf,
+    "rolling_p95": rolling_p95_figure,
+    "batch_cap_inflight": batch_cap_inflight,
+    "queues": queues,
+    "tradeoff": tradeoff,
+}
+
+
+def ab_figures(out_dir, strict: bool = False) -> list[str]:
+    """Write out_dir/figures/NAME.{png,svg} for every figure whose input exists; return the PNG paths relative
+    to out_dir, in FIGURES order. A figure that fails for another reason is logged and skipped unless
+    `strict` (so a plotting bug never costs the user the report of a finished experiment)."""
+    out = Path(out_dir)
+    target = out / "figures"
+    try:
+        d = AbDir(out)
+    except MissingInput as exc:
+        log.warning("no figures: %s", exc)
+        return []
+    written = []
+    with style.context():
+        for name in FIGURES:
+            try:
+                fig = BUILDERS[name](d)
+                target.mkdir(parents=True, exist_ok=True)
+                style.save(fig, target, name)
+            except MissingInput as exc:
+                log.info("figure %s skipped: %s", name, exc)
+                _remove_stale(target, name)
+                continue
+            except Exception as exc:  # noqa: BLE001
+                if strict:
+                    raise
+                log.warning("figure %s failed, skipped: %s: %s", name, type(exc).__name__, exc)
+                _remove_stale(target, name)
+                continue
+            written.append(f"figures/{name}.png")
+    return written
+
+
+def _remove_stale(target: Path, name: str) -> None:
+    for ext in ("png", "svg"):
+        (target / f"{name}.{ext}").unlink(missing_ok=True)
