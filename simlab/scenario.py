@@ -209,6 +209,55 @@ class Experiment(Strict):
     ]
 
 
+TUNABLE = (
+    "interactiveRpsThreshold",
+    "interactiveP95LatencyMs",
+    "windowMs",
+    "smoothingAlpha",
+    "smoothingTauMs",
+    "batchMaxConcurrency",
+    "batchMinConcurrency",
+)
+
+
+class Tune(Strict):
+    """`simlab tune` settings; `bounds` overrides the default search range of any tunable option."""
+
+    objective: Literal["p95", "p99"] = "p95"
+    mode: Literal["single", "multi"] = "single"  # multi: P95 vs batch throughput, a Pareto front
+    throughput_fraction: float = Field(default=0.9, gt=0, le=1.5)
+    reference: Literal["unscheduled", "fifo", "priority", "static", "adaptive"] = "static"
+    trials: int = Field(default=50, ge=1)
+    seeds: int = Field(default=4, ge=1)
+    first_seed: int = Field(default=1000, ge=0)
+    holdout_seeds: int = Field(default=10, ge=2)
+    holdout_first_seed: int = Field(default=100_000, ge=0)
+    batch_size: int = Field(default=4, ge=1)  # trials proposed together; results do not depend on --workers
+    sampler_seed: int = Field(default=0, ge=0)
+    smoothing: Literal["alpha", "tau", "none"] = "alpha"
+    allow_zero_min: bool = False
+    recheck_on_expiry: bool = False
+    bounds: dict[str, tuple[float, float]] = {}
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        for key, (lo, hi) in self.bounds.items():
+            if key not in TUNABLE:
+                raise ValueError(f"bounds: '{key}' is not tunable{did_you_mean(key, TUNABLE)}; tunable: {', '.join(TUNABLE)}")
+            if not (lo < hi or (lo == hi and key in ("batchMaxConcurrency", "batchMinConcurrency"))):
+                raise ValueError(f"bounds.{key}: [{lo}, {hi}] is inverted or empty (expected low < high)")
+            if lo <= 0 and key not in ("batchMinConcurrency",):
+                raise ValueError(f"bounds.{key}: low {lo} must be > 0")
+            if key == "smoothingAlpha" and hi > 1:
+                raise ValueError(f"bounds.smoothingAlpha: high {hi} must be <= 1")
+            if key == "batchMinConcurrency" and lo < (0 if self.allow_zero_min else 1):
+                raise ValueError(
+                    f"bounds.batchMinConcurrency: low {lo} must be >= 1 (a batch cap of 0 can strand batch work; "
+                    "set allow_zero_min = true to search it)"
+                )
+        return self
+
+
 class Criteria(Strict):
     """The article's success criteria, made measurable."""
 
@@ -229,7 +278,7 @@ class Scenario(Strict):
     scheduler: dict[str, Any] = {}
     experiment: Experiment = Experiment()
     criteria: Criteria = Criteria()
-    tune: dict[str, Any] = {}
+    tune: Tune = Tune()
 
     # set by load_scenario
     path: Path | None = Field(default=None, exclude=True)
@@ -261,7 +310,7 @@ def _all_field_names(model, seen=None) -> set[str]:
     for name, field in model.model_fields.items():
         names.add(field.alias or name)
     for cls in (Constant, Exponential, Lognormal, Uniform, Empirical, Poisson, Piecewise, Diurnal, Burst,
-                ClosedLoop, Trace, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Scenario):
+                ClosedLoop, Trace, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Tune, Scenario):
         if cls not in seen:
             seen.add(cls)
             names |= {f.alias or n for n, f in cls.model_fields.items()}

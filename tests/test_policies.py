@@ -694,6 +694,26 @@ def test_replay_stranded_vs_recheck():
     assert (b1.start_ms, b1.end_ms) == (t, t + 10.0)
 
 
+def test_heavy_interactive_traffic_then_silence():
+    # Ten interactive requests (t = 0, 10, ..., 90, 5 ms each) complete at 5, 15, ..., 95. With windowMs 1000 and
+    # interactiveRpsThreshold 5, n samples give rps n and pressure min(1, n / 5); cap = jsRound(2 - 2 * pressure)
+    # is 0 until n <= 3. b1 arrives at 52 (5 samples: cap 0) and queues; then traffic stops.
+    def run(recheck):
+        tasks = [Task(f"i{k}", "interactive", 10.0 * k, 5.0) for k in range(10)]
+        b1 = Task("b1", "batch", 52.0, 7.0)
+        o = {**ADAPTIVE_BASE, **STRANDED, "interactiveRpsThreshold": 5, "interactiveP95LatencyMs": 1e9,
+             "recheckOnExpiry": recheck}
+        replay(tasks + [b1], opts(**o))
+        assert all(t.end_ms == t.arrival_ms + 5.0 for t in tasks)
+        return b1
+
+    assert run(False).start_ms is None  # stranded for good: the reference never re-evaluates
+    # with recheck: samples leave one by one; when the one at ts 65 leaves, 3 remain (75, 85, 95): cap 1
+    b1 = run(True)
+    assert b1.start_ms == expiry_instant(65.0, 1000.0)
+    assert b1.end_ms == b1.start_ms + 7.0
+
+
 def test_recheck_with_per_evaluation_smoothing_eventually_starts_batch():
     # alpha 0.9: s = 0.9 at i1's finish (cap jsRound(0.2) = 0) and 0.99 at b1's submit (cap 0). Smoothing keeps
     # pressure > 0 after the window empties; recheck must keep waking (advancing s) until the cap rises.

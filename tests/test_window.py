@@ -113,6 +113,28 @@ def test_p95_uses_floor_index_and_duplicates():
     assert w2.snapshot(0.0) == ((100 / 1e9) * 1000, 95.0)
 
 
+def test_p95_matches_the_article_for_every_count_up_to_300():
+    # floor(n * 0.95) vs n - 1 changes with n (n = 21 is the first where they differ): check every n.
+    import random
+
+    rng = random.Random(7)
+    ours, theirs = SlidingWindow(1e12), ArticleWindow(1e12)
+    for n in range(1, 301):
+        lat = rng.choice([float(rng.randint(0, 50)), rng.uniform(0, 1000)])
+        ours.add(float(n), lat)
+        theirs.add_sample(float(n), lat)
+        a, b = ours.snapshot(float(n)), theirs.snapshot(float(n))
+        assert bits(a[0]) == bits(b[0]) and bits(a[1]) == bits(b[1]), n
+
+
+def test_p95_with_21_samples_is_not_the_maximum():
+    w = SlidingWindow(1e9)
+    for k in range(1, 22):
+        w.add(0.0, float(k))
+    # floor(21 * 0.95) = floor(19.95) = 19 -> the 20th smallest, 20.0 (not the maximum 21.0)
+    assert w.snapshot(0.0)[1] == 20.0
+
+
 def test_rps_uses_the_articles_operation_order():
     # (n / windowMs) * 1000 and n * 1000 / windowMs differ in floating point for some n, windowMs.
     w = SlidingWindow(3.0)

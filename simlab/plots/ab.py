@@ -188,6 +188,7 @@ def latency_cdf(d: AbDir):
     if log_x:
         ax.set_xscale("log")
         ax.set_xlim(lo / 1.3, hi * 1.6)
+        style.plain_log_ticks(ax.xaxis)
     else:
         ax.set_xlim(0, hi * 1.08)
     ax.set_ylim(0, 1.02)
@@ -200,26 +201,32 @@ def latency_cdf(d: AbDir):
                 rotation=90, ha="right", va="center", color=style.INK, fontsize=15)
     ax.set_xlabel("interactive end-to-end latency (ms" + (", log scale)" if log_x else ")"))
     ax.set_ylabel("fraction of requests ≤ latency")
-    fig.suptitle(f"{d.scenario}: interactive latency CDF")
     frames = [d.tasks(p) for p in lats]
-    ax.legend(title=f"policy ({d.seed_label(frames)})", loc="lower right")
+    style.title(fig, f"{d.scenario}: interactive latency CDF ({d.seed_label(frames)})")
+    ax.legend(loc="best")
     return fig
 
 
 # --- 2. rolling P95 -----------------------------------------------------------------------------------
-def rolling_p95(end: np.ndarray, lat: np.ndarray, window_ms: float, min_periods: int = 5):
-    """P95 of the latencies completed in (t - window_ms, t], at each completion t (pandas' time-based rolling
-    window, O(n log w)); NaN-separated where no completion happened for a whole window."""
-    s = pd.Series(lat, index=pd.to_timedelta(end, unit="ms"))
+def rolling_p95(end: np.ndarray, lat: np.ndarray, window_ms: float, min_periods: int = 5, points: int = 2000):
+    """P95 of the latencies completed in (t - window_ms, t], on a regular grid of t over the run (NaN where
+    fewer than `min_periods` completed). One pass of pandas' time-based rolling quantile over the completions
+    with the grid instants mixed in as empty (NaN) observations, so a window also empties between completions."""
+    end = np.asarray(end, dtype=float)
+    lat = np.asarray(lat, dtype=float)
+    if len(end) == 0:
+        return np.array([]), np.array([])
+    span = float(end.max())
+    step = max(span / points, 1.0)
+    grid = np.arange(0.0, span + step, step)
+    times = np.concatenate([end, grid])
+    values = np.concatenate([lat, np.full(len(grid), np.nan)])
+    order = np.argsort(times, kind="stable")  # a completion at a grid instant counts in that instant's window
+    s = pd.Series(values[order], index=pd.to_timedelta(times[order], unit="ms"))
     p95 = s.rolling(pd.Timedelta(milliseconds=window_ms), min_periods=min_periods).quantile(0.95).to_numpy()
-    t = end
-    idx = _thin(len(t))
-    t, p95 = t[idx], p95[idx]
-    gaps = np.flatnonzero(np.diff(t) > window_ms)
-    if len(gaps):
-        t = np.insert(t, gaps + 1, t[gaps] + window_ms)
-        p95 = np.insert(p95, gaps + 1, np.nan)
-    return t, p95
+    is_grid = np.zeros(len(times), dtype=bool)
+    is_grid[len(end):] = True
+    return grid, p95[is_grid[order]]
 
 
 def rolling_p95_figure(d: AbDir):
@@ -243,9 +250,10 @@ def rolling_p95_figure(d: AbDir):
         ax.text(0.995, d.slo, f"SLO {_fmt_ms(d.slo)} ms", transform=blended_transform_factory(ax.transAxes, ax.transData),
                 ha="right", va="bottom", color=style.INK, fontsize=15)
         hi = max(hi, d.slo)
-    if lo > 0 and hi / lo > 20:
+    if lo > 0 and hi / lo > 10:  # e.g. P95 around 60 ms against an SLO of 500 ms: spread the lines out
         ax.set_yscale("log")
         ax.set_ylim(lo / 1.3, hi * 1.5)
+        style.plain_log_ticks(ax.yaxis)
         scale = ", log scale"
     else:
         ax.set_ylim(0, hi * 1.12)
@@ -253,9 +261,10 @@ def rolling_p95_figure(d: AbDir):
     ax.set_xlim(left=0)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(f"interactive P95 (ms{scale})")
-    fig.suptitle(f"{d.scenario}: interactive P95 over a sliding {d.window_ms / 1000:g} s window")
     frames = [d.tasks(p) for p in lines]
-    fig.legend(loc="outside upper center", ncols=min(len(lines), 5), title=d.seed_label(frames), frameon=False)
+    style.title(fig, f"{d.scenario}: interactive P95 over a sliding {d.window_ms / 1000:g} s window ({d.seed_label(frames)})")
+    # above the axes, not over the lines (an axes legend, so constrained layout keeps it clear of the title)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=min(len(lines), 5), frameon=False)
     return fig
 
 
@@ -278,7 +287,7 @@ def _time_panels(d: AbDir, policies: list[str], height_per_row: float):
     for i, ax in enumerate(axes[: len(policies)]):
         if i + cols >= len(policies):
             ax.xaxis.set_tick_params(labelbottom=True)
-    fig.supxlabel("simulated time (s)")
+            ax.set_xlabel("simulated time (s)")
     return fig, axes[: len(policies)]
 
 
@@ -318,8 +327,9 @@ def batch_cap_inflight(d: AbDir):
     if d.max_concurrency:
         handles.append(Line2D([], [], color=style.INK, lw=2.2, ls="--", dashes=(5, 3),
                               label=f"maxConcurrency = {d.max_concurrency:g}"))
-    fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
-    fig.suptitle(f"{d.scenario}: batch cap and tasks in flight ({d.seed_label(series.values())})")
+    # below the panels: matplotlib puts an "outside upper" figure legend over the title
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles) if len(handles) <= 2 else 2, frameon=False)
+    style.title(fig, f"{d.scenario}: batch cap and tasks in flight ({d.seed_label(series.values())})")
     return fig
 
 
@@ -354,7 +364,8 @@ def queues(d: AbDir):
             ax.plot(t, y, drawstyle="steps-post", color=color, lw=2.2)
             if not y.any():
                 ax.text(0.5, 0.5, "always empty", transform=ax.transAxes, ha="center", va="center",
-                        color=style.REF_GREY, fontsize=15, style="italic")
+                        color=style.REF_GREY, fontsize=15, style="italic",
+                        bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="none"))
             if r == 0:
                 ax.set_title(title, fontsize=17)
             if c == 0:
@@ -367,7 +378,7 @@ def queues(d: AbDir):
             axes[0, c].set_ylim(0, 1)
     fig.supxlabel("simulated time (s)" + (f"   ·   never queued: {', '.join(never)}" if never else ""))
     fig.supylabel("tasks waiting")
-    fig.suptitle(f"{d.scenario}: queue lengths ({d.seed_label(series.values())})")
+    style.title(fig, f"{d.scenario}: queue lengths ({d.seed_label(series.values())})")
     return fig
 
 
@@ -425,6 +436,8 @@ def tradeoff(d: AbDir):
         ax.set_xscale("log")
     elif xlim[0] < 0 <= x0:
         xlim = (0.0, xlim[1])
+    if ylim[0] < 0 <= y0:
+        ylim = (0.0, ylim[1])
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
 
@@ -436,18 +449,19 @@ def tradeoff(d: AbDir):
                     marker=d.markers[p], markersize=15, markeredgecolor="white", markeredgewidth=1.5,
                     elinewidth=3, capthick=3, ls="none", zorder=4)
 
-    avoid = []
-    refs = []
+    # the bounds: dotted lines, named on the top and right edges where they can cover no point
     if no_batch is not None:
         ax.axvline(no_batch, color=style.REF_GREY, ls=":", lw=2.2, zorder=1)
-        refs.append(ax.text(no_batch, 0.03, f" P95 with no batch: {_fmt_ms(no_batch)} ms",
-                            transform=blended_transform_factory(ax.transData, ax.transAxes),
-                            rotation=90, ha="right", va="bottom", color=style.REF_GREY, fontsize=14))
+        top = ax.secondary_xaxis("top")
+        top.set_xticks([no_batch], [f"P95 with no batch\n{_fmt_ms(no_batch)} ms"])
+        top.tick_params(colors=style.REF_GREY, labelsize=14, length=0)
+        top.grid(False)
     if alone is not None:
         ax.axhline(alone, color=style.REF_GREY, ls=":", lw=2.2, zorder=1)
-        refs.append(ax.text(0.995, alone, f"batch alone: {alone:,.0f}/min ",
-                            transform=blended_transform_factory(ax.transAxes, ax.transData),
-                            ha="right", va="bottom", color=style.REF_GREY, fontsize=14))
+        right = ax.secondary_yaxis("right")
+        right.set_yticks([alone], [f"batch alone\n{alone:,.0f}/min"])
+        right.tick_params(colors=style.REF_GREY, labelsize=14, length=0)
+        right.grid(False)
     better = ax.annotate(
         "better:\nlower P95,\nmore batch", xy=(0.015, 0.975), xycoords="axes fraction",
         xytext=(0.14, 0.80), textcoords="axes fraction", ha="center", va="center", fontsize=16,
@@ -456,13 +470,23 @@ def tradeoff(d: AbDir):
     )
     ax.set_xlabel("interactive P95 latency (ms" + (", log scale" if log_x else "") + ")   ← lower is better")
     ax.set_ylabel("batch throughput (jobs/min)\nhigher is better →")
-    seeds = f"means over {n_seeds} seeds, bars = 95% CI" if n_seeds else "bars = 95% CI"
-    fig.suptitle(f"{d.scenario}: batch throughput vs interactive P95 ({seeds})")
+    if log_x:
+        style.plain_log_ticks(ax.xaxis)
+    style.title(fig, f"{d.scenario}: batch throughput vs interactive P95")
+    note = {None: "bars: 95% CI", 1: "one seed: no confidence interval"}.get(n_seeds, f"means over {n_seeds} seeds, bars: 95% CI")
+    ax.set_title(note, fontsize=16, fontweight="normal", color=style.REF_GREY, loc="right")
 
     renderer = fig.canvas.get_renderer()
     fig.draw_without_rendering()  # settle the layout before measuring where labels fit
     fig.set_layout_engine("none")
-    avoid = [a.get_window_extent(renderer) for a in (better, *refs)]
+    avoid = [better.get_window_extent(renderer)]
+    to_px = ax.transData.transform
+    for r in pts.values():  # the error bars: a label on one would hide where a CI ends
+        x, y = r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]
+        (ax0, ay0), (ax1, ay1) = to_px((val(r, X_METRIC, "ci_low"), y)), to_px((val(r, X_METRIC, "ci_high"), y))
+        avoid.append(Bbox([[min(ax0, ax1), ay0 - 4], [max(ax0, ax1), ay0 + 4]]))
+        (bx0, by0), (bx1, by1) = to_px((x, val(r, Y_METRIC, "ci_low"))), to_px((x, val(r, Y_METRIC, "ci_high")))
+        avoid.append(Bbox([[bx0 - 4, min(by0, by1)], [bx0 + 4, max(by0, by1)]]))
     _label_points(ax, renderer, [(p, r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]) for p, r in pts.items()],
                   d.colors, avoid)
     return fig

@@ -25,9 +25,9 @@ WIDE = (13.0, 7.3)  # 16:9, 1950 x 1095 px at DPI
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#8C564B"]
 POLICY_COLORS = {
     "unscheduled": "#D55E00",  # vermillion: the baseline with no scheduler
-    "fifo": "#CC79A7",
+    "fifo": "#E69F00",
     "priority": "#0072B2",
-    "static": "#E69F00",
+    "static": "#CC79A7",  # not orange: orange and vermillion blur together on a projector
     "adaptive": "#009E73",
 }
 POLICY_MARKERS = {"unscheduled": "X", "fifo": "P", "priority": "s", "static": "D", "adaptive": "o"}
@@ -108,6 +108,26 @@ def tint(color: str, amount: float = 0.55) -> tuple[float, float, float]:
     """`color` mixed with `amount` of white: the light shade of a policy colour."""
     r, g, b = mcolors.to_rgb(color)
     return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def plain_log_ticks(axis) -> None:
+    """Ticks at 1, 2, 5 x 10^k written as plain numbers (10, 20, 50, 100), not 10^1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def title(fig: Figure, text: str) -> None:
+    """The figure's title, wrapped to the figure's width so a long scenario name is never cut off."""
+    import textwrap
+
+    from matplotlib.font_manager import FontProperties
+
+    size = FontProperties(size=matplotlib.rcParams["figure.titlesize"]).get_size_in_points()
+    width = int(fig.get_figwidth() * 72 / (size * 0.62))  # bold DejaVu Sans: ~0.62 em per character
+    fig.suptitle("\n".join(textwrap.wrap(text, width=max(width, 20))))
 
 
 def new_figure(size=WIDE, **kwargs) -> Figure:

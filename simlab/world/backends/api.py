@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from simlab.world.backends.base import Backend
+from simlab.world.events import fire_after
 
 WINDOW_MS = 60_000.0
 
@@ -78,8 +79,7 @@ class ApiBackend(Backend):
         task.retries = attempt + 1
         self.retries += 1
         self._backoff += 1
-        event = self.env.timeout(delay, task)
-        event.callbacks.append(self._on_retry)
+        fire_after(self.env, delay, self._on_retry, task)
 
     def _on_retry(self, event) -> None:
         self._backoff -= 1

@@ -40,6 +40,7 @@ import numpy as np
 from simlab.errors import InputError
 from simlab.scenario import StepTime
 from simlab.world.backends.base import Backend
+from simlab.world.events import fire_at
 
 
 class ContinuousBatchingBackend(Backend):
@@ -157,7 +158,7 @@ class ContinuousBatchingBackend(Backend):
             "max_batch_size": self._max_batch,
             "busy_ms": self._busy_ms,
             "prefill_tokens": self._prefill_total,
-            "decode_tokens": self._seq_iters,  # one token per sequence per iteration
+            "output_tokens": self._seq_iters,  # one token per sequence per iteration
         }
 
     # --- internals -----------------------------------------------------------------------------------
@@ -217,8 +218,8 @@ class ContinuousBatchingBackend(Backend):
     def _arm(self, at: float) -> None:
         self._gen += 1
         self._pending_at = at
-        event = self.env.timeout(max(0.0, at - self.env._now), (self._gen, at))
-        event.callbacks.append(self._on_boundary)
+        now = self.env._now
+        fire_at(self.env, at if at > now else now, self._on_boundary, (self._gen, at))  # lands exactly on `at`
 
     def _close(self, now: float, idx: int) -> None:
         """End the current span at boundary `idx` (now): count its iterations, reset the prefill set."""

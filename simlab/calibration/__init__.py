@@ -1,0 +1,7 @@
+"""Calibration before rollout: fit workloads from request logs (`simlab fit`), find the latency knee
+(`simlab calibrate`), fit the GPU step-time model from a load test (`simlab calibrate-gpu`).
+
+One idea per module: `logs` reads request logs, `fit` fits arrivals and lengths with scipy.stats,
+`scenario_writer` writes the fitted scenario TOML, `validate` simulates it and compares with the log,
+`report` writes the fit report and figures, `knee` ramps the interactive rate, `gpu` fits the step time.
+"""

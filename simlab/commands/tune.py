@@ -1,0 +1,126 @@
+"""`simlab tune`: search the adaptive policy's options with Optuna, validate on held-out seeds, export them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from simlab.commands.common import out_dir, positive, scenario_options
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tune", help="tune thresholds, window and smoothing with Optuna; export best-options.json")
+    p.add_argument("scenario", help="scenario TOML file; its [tune] table sets the search (see README)")
+    p.add_argument("--trials", type=int, help="total trials in the study (default: [tune] trials); a rerun continues")
+    p.add_argument("--workers", type=int, default=1, help="processes evaluating trials (results do not depend on it)")
+    p.add_argument("--out", help="output folder (default results/SCENARIO/tune)")
+    p.add_argument("--storage", help="Optuna storage URL (default: sqlite:///OUT/study.db; postgresql://... to scale out)")
+    p.add_argument("--study", help="study name (default: the scenario's name)")
+    p.add_argument("--options", help="production options to start from (default: the scenario's [scheduler])")
+    p.add_argument("--objective", choices=["p95", "p99"], help="minimise interactive P95 or P99 (default: [tune])")
+    p.add_argument("--mode", choices=["single", "multi"], help="single objective, or a P95 vs throughput Pareto front")
+    p.add_argument("--join", action="store_true",
+                   help="join a shared study as one more worker (many machines on PostgreSQL; not reproducible)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from simlab.experiments.runner import Job, run_jobs
+    from simlab.scenario import load_scenario
+    from simlab.tuning.report import figures, write_best, write_report, write_tables
+    from simlab.tuning.space import build_space
+    from simlab.tuning.study import TuneContext, join, optimize
+    from simlab.tuning.validation import choose, validate
+
+    started = time.perf_counter()
+    scenario = load_scenario(args.scenario)
+    changes = {k: v for k, v in (("objective", args.objective), ("mode", args.mode)) if v is not None}
+    if changes:
+        scenario = scenario.model_copy(update={"tune": scenario.tune.model_copy(update=changes)})
+    tune = scenario.tune
+    n_trials = positive(args.trials if args.trials is not None else tune.trials, "--trials")
+    workers = positive(args.workers, "--workers")
+    base = scenario_options(scenario, args.options, "adaptive")
+    space = build_space(scenario, base)
+    out = out_dir(args, scenario, "tune")
+    out.mkdir(parents=True, exist_ok=True)
+    storage = args.storage or f"sqlite:///{(out / 'study.db').resolve()}"
+    seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
+    progress = not args.quiet
+
+    # The reference arm's batch throughput on the search seeds: the constraint's yardstick.
+    reference = base.with_changes(policy=tune.reference)
+    ref = run_jobs(scenario, [Job("reference", reference, s) for s in seeds], out / "search", workers, progress)
+    ref_thr = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
+
+    ctx = TuneContext(scenario, base, space, storage, args.study or scenario.name, seeds, ref_thr)
+    ctx.identity = {
+        "simlab_objective": f"{tune.mode}:{tune.objective}",
+        "simlab_scenario": scenario.name,
+        "simlab_setup": _setup_hash(scenario, base, space, seeds),
+    }
+    bar = _progress_bar(n_trials, ctx) if progress else None
+    try:
+        study = (join if args.join else optimize)(ctx, n_trials, **({} if args.join else {"workers": workers}), progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    candidates, note = choose(ctx, study)
+    rows, summary = validate(ctx, candidates, out, workers, progress)
+    pick = write_best(out, summary, ctx.multi)
+    write_tables(ctx, study, out, rows, summary)
+    figs = figures(ctx, study, out)
+    write_report(ctx, study, out, summary, note, pick, figs)
+    _print_summary(ctx, summary, pick, note, out, time.perf_counter() - started)
+    return 0
+
+
+def _setup_hash(scenario, base, space, seeds) -> str:
+    """What makes two studies comparable: everything but the number of trials."""
+    dump = scenario.model_dump(mode="json", by_alias=True)
+    dump["tune"].pop("trials", None)
+    payload = json.dumps({"scenario": dump, "base": base.to_json_dict(), "space": space.bounds, "seeds": seeds}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+class _progress_bar:
+    """tqdm over finished trials, showing the best feasible value so far."""
+
+    def __init__(self, total, ctx):
+        from tqdm import tqdm
+
+        self.ctx = ctx
+        self.bar = tqdm(total=total, desc="trials", unit="trial")
+        self.seen = 0
+
+    def __call__(self, study) -> None:
+        from simlab.tuning.validation import completed, feasible
+
+        done = completed(study)
+        self.bar.update(max(0, min(len(done), self.bar.total) - self.bar.n))
+        ok = [t.values[0] for t in done if feasible(t)]
+        if ok:
+            self.bar.set_postfix_str(f"best {self.ctx.tune.objective} {min(ok):,.0f} ms")
+
+    def close(self):
+        self.bar.close()
+
+
+def _print_summary(ctx, summary, pick, note, out: Path, elapsed: float) -> None:
+    from simlab.experiments.tables import fmt_ci, fmt_num, text_table
+
+    metric = ctx.tune.objective.upper()
+    print(f"{ctx.scenario.name}: held-out {metric} on {ctx.tune.holdout_seeds} fresh seeds (95% CI)\n")
+    rows = [[s["config"], fmt_ci(s["holdout_objective_ms"], s["holdout_objective_ci_low"], s["holdout_objective_ci_high"]),
+             fmt_ci(s["holdout_throughput_per_min"], s["holdout_throughput_ci_low"], s["holdout_throughput_ci_high"]),
+             "yes" if s["meets_constraint"] else "NO"] for s in summary]
+    print(text_table(["config", f"{metric} ms", "batch/min", "meets constraint"], rows))
+    if note:
+        print(f"\nnote: {note}")
+    if pick is not None:
+        print(f"\nbest options: {out}/best-options.json")
+    print(f"report: {out}/report.md  trials: {out}/trials.csv  ({elapsed:.1f} s)")

@@ -1,0 +1,1 @@
+"""Tuning the adaptive policy's options with Optuna on the simulated system."""

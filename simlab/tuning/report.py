@@ -1,0 +1,265 @@
+"""What `simlab tune` leaves behind: best-options.json, trials.csv, validation.csv, figures and report.md."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from optuna.trial import TrialState
+
+from simlab.atomic import atomic_write_text
+from simlab.experiments.ab import _csv
+from simlab.experiments.tables import fmt_ci, fmt_num, md_table
+from simlab.tuning.study import TuneContext, constraint_of, trials_by_slot
+from simlab.tuning.validation import completed, feasible, pareto_front
+
+
+def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
+    keys = list(ctx.space.bounds)
+    rows = []
+    trials = sorted(study.get_trials(deepcopy=False),
+                    key=lambda t: (t.user_attrs.get("slot") if t.user_attrs.get("slot") is not None else math.inf, t.number))
+    for t in trials:
+        opts = t.user_attrs.get("options", {})
+        row = {
+            "slot": t.user_attrs.get("slot"),
+            "trial": t.number,
+            "state": t.state.name,
+            "origin": t.user_attrs.get("origin", "sampled"),
+        }
+        for k in keys:
+            row[k] = opts.get(k, t.params.get(k))
+        values = t.values or []
+        row["objective_ms"] = values[0] if values else None
+        row["p95_mean_ms"] = t.user_attrs.get("p95_mean")
+        row["p99_mean_ms"] = t.user_attrs.get("p99_mean")
+        row["throughput_per_min"] = t.user_attrs.get("throughput_mean")
+        row["constraint"] = t.user_attrs.get("constraint")
+        row["feasible"] = feasible(t) if t.state == TrialState.COMPLETE else None
+        rows.append(row)
+    cols = ["slot", "trial", "state", "origin", *keys, "objective_ms", "p95_mean_ms", "p99_mean_ms",
+            "throughput_per_min", "constraint", "feasible"]
+    return rows, cols
+
+
+def write_best(out: Path, summary: list[dict], multi: bool) -> dict | None:
+    """best-options.json: the production scheduler's options of the chosen configuration."""
+    picks = [s for s in summary if s["config"] == "best" or s["config"].startswith("pareto-")]
+    if multi:
+        ok = [s for s in picks if s["meets_constraint"]] or picks
+        for s in picks:
+            atomic_write_text(out / "pareto" / f"{s['config']}.json", json.dumps(_production(s["options"]), indent=2) + "\n")
+        pick = min(ok, key=lambda s: s["holdout_objective_ms"]) if ok else None
+    else:
+        pick = picks[0] if picks else None
+    if pick is None:
+        return None
+    atomic_write_text(out / "best-options.json", json.dumps(_production(pick["options"]), indent=2) + "\n")
+    return pick
+
+
+def _production(options: dict) -> dict:
+    """The options a production LmTrafficScheduler loads: its keys, plus the improvements that were on."""
+    out = {k: v for k, v in options.items() if k not in ("policy", "tieBreak")}
+    for k in ("recheckOnExpiry",):
+        if not out.get(k):
+            out.pop(k, None)
+    if out.get("rpsSource") == "completions":
+        out.pop("rpsSource")
+    return out
+
+
+def figures(ctx: TuneContext, study, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import optuna.visualization.matplotlib as ovm
+
+    from simlab.plots import style
+
+    target = out / "figures"
+    made = []
+    done = completed(study)
+    name = ctx.scenario.name
+    objective = f"interactive {ctx.tune.objective.upper()} (ms)"
+
+    def keep(fig, fname):
+        style.save(fig, target, fname)
+        made.append(f"figures/{fname}.png")
+
+    with style.context():
+        if not ctx.multi and done:
+            ax = ovm.plot_optimization_history(study, target_name=objective)
+            fig = ax.figure
+            fig.set_size_inches(*style.WIDE)
+            ax.set_title(f"{name}: optimisation history (feasible trials)")
+            keep(fig, "optimization_history")
+        if len(done) >= 3:
+            try:
+                ax = ovm.plot_param_importances(study, target=(lambda t: t.values[0]), target_name=objective)
+                fig = ax.figure
+                fig.set_size_inches(*style.WIDE)
+                ax.set_title(f"{name}: which options matter for {ctx.tune.objective.upper()}")
+                keep(fig, "param_importances")
+            except (RuntimeError, ValueError, ZeroDivisionError):
+                pass  # too few distinct trials to estimate importances
+            axes = ovm.plot_slice(study, target=(lambda t: t.values[0]), target_name=objective)
+            fig = axes.flat[0].figure if hasattr(axes, "flat") else axes.figure
+            fig.set_size_inches(4.2 * len(ctx.space.bounds), 5.5)
+            fig.suptitle(f"{name}: objective against each option")
+            keep(fig, "slices")
+        if done:
+            keep(tradeoff_figure(ctx, study, done), "pareto_front")
+    return made
+
+
+def tradeoff_figure(ctx: TuneContext, study, done):
+    from simlab.plots import style
+
+    fig = style.new_figure()
+    ax = fig.add_subplot()
+    need = ctx.tune.throughput_fraction * ctx.reference_throughput
+    ok = [t for t in done if feasible(t)]
+    bad = [t for t in done if not feasible(t)]
+    p = lambda t: t.user_attrs.get("p95_mean") if ctx.tune.objective == "p95" else t.user_attrs.get("p99_mean")  # noqa: E731
+    thr = lambda t: t.user_attrs.get("throughput_mean")  # noqa: E731
+    ax.scatter([thr(t) for t in bad], [p(t) for t in bad], s=70, color="#BBBBBB", edgecolor="#777777", label="infeasible (too little batch throughput)")
+    ax.scatter([thr(t) for t in ok], [p(t) for t in ok], s=80, color="#0072B2", label="feasible")
+    if ctx.multi:
+        front = pareto_front(done)
+    else:
+        front = [min(ok, key=lambda t: t.value)] if ok else []
+    if front:
+        pts = sorted((thr(t), p(t)) for t in front)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], "-o", color="#009E73", ms=13, label="Pareto front" if ctx.multi else "best")
+    for t in done:
+        if t.user_attrs.get("origin") == "defaults":
+            ax.scatter([thr(t)], [p(t)], s=260, marker="*", color="#D55E00", zorder=5, label="production defaults")
+    ax.axvline(need, color="#222222", ls="--", lw=2, label=f"required: {ctx.tune.throughput_fraction:g} x {ctx.tune.reference} = {need:,.0f}/min")
+    ax.set_xlabel("batch throughput (jobs/min, mean over search seeds)")
+    ax.set_ylabel(f"interactive {ctx.tune.objective.upper()} (ms)")
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax.yaxis)
+    ax.legend(loc="best")
+    style.title(fig, f"{ctx.scenario.name}: interactive latency vs batch throughput, every trial (better: down and right)")
+    return fig
+
+
+def write_report(ctx: TuneContext, study, out: Path, summary: list[dict], note: str | None, pick: dict | None,
+                 figs: list[str], elapsed_s: float | None = None) -> None:
+    metric = ctx.tune.objective.upper()
+    done = completed(study)
+    n_feasible = sum(feasible(t) for t in done)
+    lines = [
+        f"# Tuning: {ctx.scenario.name}",
+        "",
+        f"{len(study.get_trials(deepcopy=False))} trials ({len(done)} complete, {n_feasible} feasible) of the adaptive "
+        f"policy, each on the same {len(ctx.seeds)} seeds ({ctx.seeds[0]}..{ctx.seeds[-1]}). Objective: mean "
+        f"interactive {metric}"
+        + (" and batch throughput (Pareto front)" if ctx.multi else "")
+        + f", subject to batch throughput >= {ctx.tune.throughput_fraction:g} x the `{ctx.tune.reference}` arm at the "
+        f"production options ({ctx.reference_throughput:,.1f} jobs/min on the search seeds). The production "
+        "defaults and a static-cap equivalent were the first trials. Storage: "
+        f"`{_safe(ctx.storage_url)}`, study `{ctx.study_name}`.",
+        "",
+        "Search space: " + ", ".join(f"`{k}` in [{fmt_num(lo)}, {fmt_num(hi)}]" for k, (lo, hi) in ctx.space.bounds.items())
+        + f"; `maxConcurrency` = {ctx.space.max_concurrency} (fixed).",
+        "",
+    ]
+    if note:
+        lines += [f"**{note}.**", ""]
+    lines += [f"## Held-out validation ({ctx.tune.holdout_seeds} fresh seeds from {ctx.tune.holdout_first_seed})", ""]
+    rows = []
+    for s in summary:
+        rows.append([
+            s["config"],
+            fmt_num(s["search_objective_ms"]) if s["search_objective_ms"] is not None else "–",
+            fmt_ci(s["holdout_objective_ms"], s["holdout_objective_ci_low"], s["holdout_objective_ci_high"]),
+            fmt_ci(s["holdout_throughput_per_min"], s["holdout_throughput_ci_low"], s["holdout_throughput_ci_high"]),
+            "yes" if s["meets_constraint"] else "NO",
+            "–" if s["config"] == "defaults" else fmt_ci(s["vs_defaults_diff_ms"], s["vs_defaults_ci_low"], s["vs_defaults_ci_high"]),
+        ])
+    lines += [md_table(["config", f"search {metric} ms", f"held-out {metric} ms [95% CI]", "held-out batch/min [95% CI]",
+                        f"meets >= {summary[0]['required_throughput_per_min']:,.1f}/min", f"vs defaults, paired ms [95% CI]"], rows), ""]
+    lines += verdict_lines(ctx, summary, pick)
+    if pick is not None:
+        lines += ["## Export", "", "`best-options.json`, for the production scheduler (`LmTrafficScheduler` options) and for "
+                  "`simlab run/ab/replay --options`:", "", "```json", json.dumps(_production(pick["options"]), indent=2), "```", ""]
+    if figs:
+        lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figs] + [""]
+    if elapsed_s is not None:
+        lines += [f"Wall time of this command: {elapsed_s:.1f} s.", ""]
+    atomic_write_text(out / "report.md", "\n".join(lines))
+
+
+def verdict_lines(ctx, summary, pick) -> list[str]:
+    """Says plainly whether the tuned options beat the defaults on held-out seeds, and if not, why."""
+    metric = ctx.tune.objective.upper()
+    by = {s["config"]: s for s in summary}
+    defaults, bound = by["defaults"], by.get("bound-no-batch")
+    out = ["## Verdict", ""]
+    if pick is None:
+        out += ["No configuration can be recommended: no trial kept batch throughput at the required level. "
+                "Loosen `throughput_fraction` or widen the bounds.", ""]
+        return out
+    ms = lambda s: f"{fmt_num(s['holdout_objective_ms'])} ms"  # noqa: E731
+    need = fmt_num(pick["required_throughput_per_min"])
+    at_bound = bound is not None and defaults["holdout_objective_ms"] <= max(
+        bound["holdout_objective_ci_high"], bound["holdout_objective_ms"]) * 1.005
+    if pick["beats_defaults_ci_disjoint"] and pick["meets_constraint"]:
+        out.append(f"**The tuned options beat the production defaults on held-out seeds**: {metric} {ms(pick)} vs "
+                   f"{ms(defaults)}, non-overlapping 95% CIs, with batch throughput "
+                   f"{fmt_num(pick['holdout_throughput_per_min'])}/min (required {need}).")
+    elif not pick["meets_constraint"]:
+        out.append(f"**Not validated**: on held-out seeds the tuned options miss the batch-throughput constraint "
+                   f"({fmt_num(pick['holdout_throughput_per_min'])} < {need}/min); the search seeds flattered them.")
+    elif at_bound:
+        out.append(
+            f"**The defaults cannot be beaten on {metric} here**: they already reach {ms(defaults)}, the lower bound "
+            f"set by the interactive traffic alone ({ms(bound)} with batch absent, which no scheduler can beat "
+            "without preempting running work). "
+            + (f"They pay for it in batch throughput: {fmt_num(defaults['holdout_throughput_per_min'])}/min, below the "
+               f"required {need}/min. The tuned options meet the constraint "
+               f"({fmt_num(pick['holdout_throughput_per_min'])}/min) at {metric} {ms(pick)}, "
+               f"{_pct(pick['holdout_objective_ms'], bound['holdout_objective_ms'])} above the bound."
+               if not defaults["meets_constraint"] else "The tuned options match them within the noise.")
+        )
+    elif pick["cis_overlap_defaults"]:
+        out.append(f"**The defaults cannot be beaten with confidence**: held-out {metric} {ms(pick)} tuned vs "
+                   f"{ms(defaults)} defaults, and the 95% CIs overlap.")
+    else:
+        out.append(
+            f"**The defaults have the lower {metric}** ({ms(defaults)} vs {ms(pick)} tuned), "
+            + ("but they miss the batch-throughput constraint "
+               f"({fmt_num(defaults['holdout_throughput_per_min'])} < {need}/min): the tuned options are the best "
+               "latency that keeps batch work at the required pace." if not defaults["meets_constraint"]
+               else "and meet the constraint too: keep the defaults.")
+        )
+    so = pick["search_objective_ms"]
+    if so is not None and math.isfinite(pick["holdout_objective_ci_low"]) and so < pick["holdout_objective_ci_low"]:
+        out.append(
+            f"\nNoise-fitting: the search measured {fmt_num(so)} ms for these options, below their held-out 95% CI "
+            f"[{fmt_num(pick['holdout_objective_ci_low'])}, {fmt_num(pick['holdout_objective_ci_high'])}]: the search "
+            "picked them partly for the luck of its seeds. More search seeds (`[tune] seeds`) make it more honest."
+        )
+    out.append("")
+    return out
+
+
+def _pct(value: float, base: float) -> str:
+    return f"{100 * (value - base) / base:.1f}%" if base else "–"
+
+
+def _safe(url: str) -> str:
+    from simlab.tuning.study import _redact
+
+    return _redact(url)
+
+
+def write_tables(ctx, study, out: Path, rows, summary) -> None:
+    trows, tcols = trial_rows(ctx, study)
+    atomic_write_text(out / "trials.csv", _csv(trows, tcols))
+    atomic_write_text(out / "validation.csv", _csv(rows, list(rows[0])))
+    scols = [c for c in summary[0] if c != "options"]
+    atomic_write_text(out / "validation-summary.csv", _csv(summary, scols))

@@ -1,0 +1,238 @@
+"""An Optuna study driven so that it is reproducible and resumable.
+
+Trials are proposed in fixed-size batches: the sampler for trial slot k is seeded from (sampler_seed, k) and
+sees exactly the trials of earlier batches (and the running ones of its own), so the sequence of proposals
+does not depend on `--workers`, on timing, or on whether the study was interrupted. Workers evaluate a
+batch in parallel and each stores its own result in the study's storage as soon as it is done; a rerun
+after Ctrl-C or kill -9 finishes the interrupted batch with the parameters already stored, then goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from simlab.errors import InputError
+from simlab.experiments.runner import Job, execute
+from simlab.policies import SchedulerOptions
+from simlab.scenario import Scenario
+from simlab.tuning.space import Space, options_for, params_of
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+# Optuna 5 deprecates `constraints_func` in favour of Trial.set_constraint, which needs the live Trial object;
+# here results are stored by worker processes through the storage, so the sampler-side function stays.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"optuna\.")
+warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
+
+OBJECTIVE_METRIC = {"p95": "interactive_p95_ms", "p99": "interactive_p99_ms"}
+
+
+@dataclass
+class TuneContext:
+    scenario: Scenario
+    base: SchedulerOptions  # the configuration in production today (the article's defaults unless told)
+    space: Space
+    storage_url: str
+    study_name: str
+    seeds: list[int]
+    reference_throughput: float = math.nan
+    identity: dict = field(default_factory=dict)
+
+    @property
+    def tune(self):
+        return self.scenario.tune
+
+    @property
+    def multi(self) -> bool:
+        return self.tune.mode == "multi"
+
+
+def constraint_of(trial) -> list[float]:
+    """<= 0 when the trial keeps batch throughput at the required fraction of the reference arm."""
+    return [trial.user_attrs.get("constraint", math.inf)]
+
+
+def make_sampler(sampler_seed: int, slot: int) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.TPESampler(
+        seed=(sampler_seed * 1_000_003 + slot) % 2**32,
+        constraints_func=constraint_of,
+        n_startup_trials=10,
+    )
+
+
+_STORAGES: dict[str, optuna.storages.BaseStorage] = {}
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna RDB storage (SQLite file, PostgreSQL, ...); InputError when it cannot be opened."""
+    if url in _STORAGES:
+        return _STORAGES[url]
+    kwargs = {}
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        kwargs = {"connect_args": {"timeout": 120}}
+    elif url.startswith("postgresql"):
+        kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
+    try:
+        storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    except ImportError as exc:
+        raise InputError(None, "--storage", f"no database driver for {_redact(url)} ({exc})") from None
+    except Exception as exc:  # sqlalchemy raises many kinds for a bad or unreachable URL
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(None, "--storage", f"cannot open storage {_redact(url)}: {reason}") from None
+    _STORAGES[url] = storage
+    return storage
+
+
+def _redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def load_or_create(ctx: TuneContext) -> optuna.Study:
+    storage = open_storage(ctx.storage_url)
+    directions = ["minimize", "maximize"] if ctx.multi else ["minimize"]
+    try:
+        study = optuna.load_study(study_name=ctx.study_name, storage=storage, sampler=make_sampler(ctx.tune.sampler_seed, 0))
+    except KeyError:
+        study = optuna.create_study(study_name=ctx.study_name, storage=storage, directions=directions,
+                                    sampler=make_sampler(ctx.tune.sampler_seed, 0))
+        for key, value in ctx.identity.items():
+            study.set_user_attr(key, value)
+        study.set_user_attr("reference_throughput_per_min", ctx.reference_throughput)
+        return study
+    existing = {k: study.user_attrs.get(k) for k in ctx.identity}
+    if [d.name.lower() for d in study.directions] != directions or existing != ctx.identity:
+        diffs = [k for k in ctx.identity if existing.get(k) != ctx.identity[k]]
+        raise InputError(
+            None,
+            "--study",
+            f"study '{ctx.study_name}' in {_redact(ctx.storage_url)} was made with a different "
+            f"{', '.join(diffs) or 'objective'} (stored: {', '.join(f'{k}={existing.get(k)}' for k in diffs)}); "
+            "use another --study name or storage. Nothing was changed.",
+        )
+    return study
+
+
+def trials_by_slot(study: optuna.Study) -> dict[int, optuna.trial.FrozenTrial]:
+    """The trial holding each slot; a slot re-proposed after a failure keeps its latest trial."""
+    out = {}
+    for t in study.get_trials(deepcopy=False):
+        slot = t.user_attrs.get("slot")
+        if slot is not None and (slot not in out or t.number > out[slot].number):
+            out[slot] = t
+    return out
+
+
+def enqueue_baselines(study: optuna.Study, ctx: TuneContext) -> list[str]:
+    """The production defaults and a static-cap equivalent go first, so every improvement is measured against them."""
+    defaults = params_of(ctx.base, ctx.space)
+    static_like = dict(defaults, batchMinConcurrency=defaults.get("batchMaxConcurrency", 1))
+    origins = []
+    for origin, params in (("defaults", defaults), ("static-equivalent", static_like)):
+        if origin == "static-equivalent" and params == defaults:
+            continue
+        study.enqueue_trial(params, user_attrs={"origin": origin})
+        origins.append(origin)
+    return origins
+
+
+# --- evaluation (runs in worker processes) -----------------------------------------------------------
+def evaluate(ctx: TuneContext, number: int) -> None:
+    storage = open_storage(ctx.storage_url)
+    study = optuna.load_study(study_name=ctx.study_name, storage=storage, sampler=make_sampler(ctx.tune.sampler_seed, 0))
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
+    trial = storage.get_trial(trial_id)
+    if trial.state.is_finished():
+        return
+    options = options_for(ctx.base, trial.params, ctx.scenario)
+    metric = OBJECTIVE_METRIC[ctx.tune.objective]
+    per_seed = [execute(ctx.scenario, Job(f"trial-{number}", options, s), None) for s in ctx.seeds]
+    objective = [m[metric] for m in per_seed]
+    throughput = [m["batch_throughput_per_min"] for m in per_seed]
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731  (plain mean: reproducible to the bit)
+    thr = mean(throughput)
+    storage.set_trial_user_attr(trial_id, "options", options.to_json_dict())
+    storage.set_trial_user_attr(trial_id, "objective_per_seed", objective)
+    storage.set_trial_user_attr(trial_id, "throughput_per_seed", throughput)
+    storage.set_trial_user_attr(trial_id, "p95_mean", mean([m["interactive_p95_ms"] for m in per_seed]))
+    storage.set_trial_user_attr(trial_id, "p99_mean", mean([m["interactive_p99_ms"] for m in per_seed]))
+    storage.set_trial_user_attr(trial_id, "throughput_mean", thr)
+    storage.set_trial_user_attr(trial_id, "stranded", sum(m["stranded"] for m in per_seed))
+    constraint = ctx.tune.throughput_fraction * ctx.reference_throughput - thr if math.isfinite(thr) else math.inf
+    storage.set_trial_user_attr(trial_id, "constraint", constraint)
+    value = mean(objective)
+    if not all(math.isfinite(v) for v in (value, thr)):
+        study.tell(number, state=TrialState.FAIL)  # e.g. no interactive request completed
+        return
+    study.tell(number, [value, thr] if ctx.multi else value)
+
+
+def _evaluate_args(args):
+    evaluate(*args)
+    return args[1]
+
+
+# --- the controller --------------------------------------------------------------------------------
+def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -> optuna.Study:
+    """Run (or continue) the study up to `n_trials` slots."""
+    study = load_or_create(ctx)
+    if not study.get_trials(deepcopy=False):
+        enqueue_baselines(study, ctx)
+    batch = ctx.tune.batch_size
+    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        for start in range(0, n_trials, batch):
+            slots = trials_by_slot(study)
+            todo = []
+            for k in range(start, min(start + batch, n_trials)):
+                trial = slots.get(k)
+                if trial is None:
+                    study.sampler = make_sampler(ctx.tune.sampler_seed, k)
+                    live = study.ask()
+                    ctx.space.suggest(live)
+                    live.set_user_attr("slot", k)
+                    todo.append(live.number)
+                elif trial.state == TrialState.RUNNING:
+                    todo.append(trial.number)  # interrupted earlier: its parameters are stored, finish it
+            if pool is None:
+                for number in todo:
+                    evaluate(ctx, number)
+                    if progress:
+                        progress(study)
+            else:
+                futures = [pool.submit(_evaluate_args, (ctx, n)) for n in todo]
+                for future in as_completed(futures):
+                    future.result()
+                    if progress:
+                        progress(study)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return study
+
+
+def join(ctx: TuneContext, n_trials: int, progress=None) -> optuna.Study:
+    """Many machines on one study (e.g. PostgreSQL): each process proposes and evaluates trials until the study
+    holds `n_trials`. Scales out freely, but proposals depend on timing, so it is not reproducible."""
+    study = load_or_create(ctx)
+    study.sampler = make_sampler(ctx.tune.sampler_seed, os.getpid())
+    while len(study.get_trials(deepcopy=False)) < n_trials:
+        trial = study.ask()
+        ctx.space.suggest(trial)
+        trial.set_user_attr("origin", "joined")
+        evaluate(ctx, trial.number)
+        if progress:
+            progress(study)
+    return study

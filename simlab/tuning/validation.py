@@ -1,0 +1,138 @@
+"""Held-out validation: the chosen configurations re-run on fresh seeds never used in the search."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from simlab.experiments.runner import Job, run_jobs
+from simlab.experiments.stats import intervals_overlap, mean_ci, paired
+from simlab.policies import SchedulerOptions, options_from_dict
+from simlab.tuning.study import OBJECTIVE_METRIC, TuneContext
+
+MAX_PARETO = 8
+
+
+@dataclass
+class Candidate:
+    label: str  # best, pareto-1.., defaults, reference
+    options: SchedulerOptions
+    trial: optuna.trial.FrozenTrial | None = None
+
+
+def feasible(trial) -> bool:
+    return trial.state == TrialState.COMPLETE and trial.user_attrs.get("constraint", math.inf) <= 0
+
+
+def completed(study) -> list:
+    return sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
+                  key=lambda t: (t.user_attrs.get("slot") if t.user_attrs.get("slot") is not None else math.inf, t.number))
+
+
+def pareto_front(trials) -> list:
+    """Feasible trials that no other feasible trial beats on both P95 (lower) and throughput (higher)."""
+    pts = [t for t in trials if feasible(t)]
+    front = []
+    for t in pts:
+        p, q = t.values[0], t.values[1]
+        if not any((o.values[0] <= p and o.values[1] >= q) and (o.values[0] < p or o.values[1] > q) for o in pts):
+            front.append(t)
+    front.sort(key=lambda t: (t.values[0], -t.values[1], t.number))
+    if len(front) > MAX_PARETO:  # keep the ends and an even spread between
+        idx = sorted({round(i * (len(front) - 1) / (MAX_PARETO - 1)) for i in range(MAX_PARETO)})
+        front = [front[i] for i in idx]
+    return front
+
+
+def choose(ctx: TuneContext, study) -> tuple[list[Candidate], str | None]:
+    """The configurations to validate, and a note when no trial met the constraint."""
+    trials = completed(study)
+    note = None
+    if ctx.multi:
+        front = pareto_front(trials)
+        picks = [Candidate(f"pareto-{i + 1}", options_from_dict(t.user_attrs["options"]), t) for i, t in enumerate(front)]
+        if not picks:
+            note = "no trial met the batch-throughput constraint; there is no feasible Pareto front"
+    else:
+        ok = [t for t in trials if feasible(t)]
+        if ok:
+            best = min(ok, key=lambda t: (t.value, t.user_attrs.get("slot") or 0, t.number))
+            picks = [Candidate("best", options_from_dict(best.user_attrs["options"]), best)]
+        else:
+            picks = []
+            note = "no trial met the batch-throughput constraint"
+    defaults = ctx.base.with_changes(policy="adaptive")
+    picks.append(Candidate("defaults", defaults, _trial_with(trials, defaults)))
+    picks.append(Candidate("reference", ctx.base.with_changes(policy=ctx.tune.reference)))
+    picks.append(Candidate("bound-no-batch", ctx.base.with_changes(policy="unscheduled")))
+    return picks, note
+
+
+def _trial_with(trials, options: SchedulerOptions):
+    want = options.to_json_dict()
+    for t in trials:
+        if t.user_attrs.get("options") == want:
+            return t
+    return None
+
+
+def holdout_seeds(ctx: TuneContext) -> list[int]:
+    return list(range(ctx.tune.holdout_first_seed, ctx.tune.holdout_first_seed + ctx.tune.holdout_seeds))
+
+
+def validate(ctx: TuneContext, candidates: list[Candidate], out: Path, workers: int, progress: bool) -> tuple[list[dict], list[dict]]:
+    """Per-seed rows and a per-candidate summary with 95% CIs and the change against the defaults."""
+    seeds = holdout_seeds(ctx)
+    jobs = [Job(c.label, c.options, s, "no-batch" if c.label == "bound-no-batch" else "") for c in candidates for s in seeds]
+    metrics = run_jobs(ctx.scenario, jobs, out / "validation", workers, progress)
+    metric = OBJECTIVE_METRIC[ctx.tune.objective]
+    rows = [
+        {
+            "config": j.label,
+            "seed": j.seed,
+            "interactive_p50_ms": m["interactive_p50_ms"],
+            "interactive_p95_ms": m["interactive_p95_ms"],
+            "interactive_p99_ms": m["interactive_p99_ms"],
+            "batch_throughput_per_min": m["batch_throughput_per_min"],
+            "stranded": m["stranded"],
+        }
+        for j, m in zip(jobs, metrics)
+    ]
+    by = {c.label: [r for r in rows if r["config"] == c.label] for c in candidates}
+    ref_thr = mean_ci([r["batch_throughput_per_min"] for r in by["reference"]])[0]
+    need = ctx.tune.throughput_fraction * ref_thr
+    summary = []
+    for c in candidates:
+        mine = by[c.label]
+        obj = mean_ci([r[metric] for r in mine])
+        thr = mean_ci([r["batch_throughput_per_min"] for r in mine])
+        vs = paired([r[metric] for r in mine], [r[metric] for r in by["defaults"]])
+        d_obj = mean_ci([r[metric] for r in by["defaults"]])
+        t = c.trial
+        summary.append(
+            {
+                "config": c.label,
+                "trial": t.number if t is not None else None,
+                "search_objective_ms": (t.values[0] if t is not None and t.values else None),
+                "search_throughput_per_min": (t.user_attrs.get("throughput_mean") if t is not None else None),
+                "holdout_objective_ms": obj[0],
+                "holdout_objective_ci_low": obj[1],
+                "holdout_objective_ci_high": obj[2],
+                "holdout_throughput_per_min": thr[0],
+                "holdout_throughput_ci_low": thr[1],
+                "holdout_throughput_ci_high": thr[2],
+                "required_throughput_per_min": need,
+                "meets_constraint": bool(thr[0] >= need),
+                "vs_defaults_diff_ms": vs["diff"],
+                "vs_defaults_ci_low": vs["diff_ci_low"],
+                "vs_defaults_ci_high": vs["diff_ci_high"],
+                "beats_defaults_ci_disjoint": bool(c.label != "defaults" and obj[2] < d_obj[1]),
+                "cis_overlap_defaults": intervals_overlap(obj[1:], d_obj[1:]) if all(map(math.isfinite, obj[1:] + d_obj[1:])) else True,
+                "options": c.options.to_json_dict(),
+            }
+        )
+    return rows, summary
