@@ -8,12 +8,17 @@ import tempfile
 from pathlib import Path
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", **kwargs):
     """Open a temporary file beside `path`; on success fsync it and rename it over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are for sharing like any other file
     try:
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle

@@ -15,6 +15,10 @@ class InputError(Exception):
         self.message = message
         super().__init__(str(self))
 
+    def __reduce__(self):
+        # Picklable with its three fields, so an error raised in a worker process (--workers N) reaches the CLI.
+        return (type(self), (self.source, self.where, self.message))
+
     def __str__(self) -> str:
         parts = [p for p in (self.source, self.where) if p]
         return ": ".join(parts + [self.message])

@@ -19,7 +19,8 @@ from simlab.policies.options import POLICY_NAMES, SchedulerOptions, options_from
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan (TOML has both): an infinite rate or duration would crash or never end the run.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --- distributions (service times in ms, or token counts) --------------------------------------
@@ -336,7 +337,10 @@ def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # A typo in a required key gives "missing" and "unknown key" errors: the unknown key (with its
+        # "did you mean") is the one that tells the user what to fix.
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         where = _loc(err["loc"]) or None
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
@@ -354,6 +358,17 @@ def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
     return scenario
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        return False
+
+
+def _always_zero(d) -> bool:
+    return (isinstance(d, Constant) and d.value == 0) or (isinstance(d, Uniform) and d.high == 0)
+
+
 def _check_semantics(s: Scenario) -> None:
     """Cross-field rules pydantic cannot see: files exist, tokens where the backend needs them."""
     if s.scheduler:
@@ -363,11 +378,11 @@ def _check_semantics(s: Scenario) -> None:
         where = f"workload[{i}]"
         for key in ("service", "prompt_tokens", "output_tokens"):
             d = getattr(w, key)
-            if isinstance(d, Empirical) and not s.resolve(d.file).is_file():
+            if isinstance(d, Empirical) and not _is_file(s.resolve(d.file)):
                 raise InputError(s.path, f"{where}.{key}.file", f"file not found: {s.resolve(d.file)}")
         arr = w.arrivals
         if isinstance(arr, Trace):
-            if not s.resolve(arr.file).is_file():
+            if not _is_file(s.resolve(arr.file)):
                 raise InputError(s.path, f"{where}.arrivals.file", f"trace file not found: {s.resolve(arr.file)}")
             has_tokens = arr.format == "azure" or (w.prompt_tokens is not None and w.output_tokens is not None)
             has_service = arr.format == "generic" or w.service is not None
@@ -385,12 +400,23 @@ def _check_semantics(s: Scenario) -> None:
                 s.path, where,
                 f"has token counts but no service time: give `service`, or backend.token_time to turn tokens into ms",
             )
+        if isinstance(arr, ClosedLoop) and arr.requests_per_user is None and _always_zero(arr.think):
+            tt = s.backend.token_time
+            zero_service = (w.service is not None and _always_zero(w.service)) or (
+                w.service is None and tt is not None and tt.base_ms == tt.per_prompt_token_ms == tt.per_output_token_ms == 0
+            )
+            if zero_service and s.backend.kind in ("delay", "slots"):  # the other backends take time per step
+                raise InputError(
+                    s.path, f"{where}.arrivals.think",
+                    "zero think time and zero service time: these users would never let the clock move; "
+                    "give think or service a time above 0, or set requests_per_user",
+                )
         if isinstance(arr, Poisson) and arr.end_ms is not None and arr.end_ms <= arr.start_ms:
             raise InputError(s.path, f"{where}.arrivals.end_ms", f"must be after start_ms ({arr.start_ms})")
     if s.backend.kind == "api" and s.backend.token_time is None:
         raise InputError(s.path, "backend.token_time", "the api backend needs token_time (provider latency per token)")
     if s.backend.step is not None and s.backend.step.profile is not None:
-        if not s.resolve(s.backend.step.profile).is_file():
+        if not _is_file(s.resolve(s.backend.step.profile)):
             raise InputError(s.path, "backend.step.profile", f"file not found: {s.resolve(s.backend.step.profile)}")
 
 
@@ -404,8 +430,9 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(path, None, f"cannot read scenario ({exc.strerror})") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(path, None, "not UTF-8 text (expected a TOML scenario)") from None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(path, f"line {line}", "not UTF-8 text (expected a TOML scenario)") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, None, f"not valid TOML: {exc}") from None
     return scenario_from_dict(data, path)

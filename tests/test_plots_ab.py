@@ -83,7 +83,7 @@ def test_svgs_carry_titles_and_axis_labels(ab_dir):
                         "interactive P95 (ms", "SLO 150 ms"],
         "batch_cap_inflight": ["tiny-plots: batch cap and tasks in flight", "tasks in flight", "simulated time (s)",
                                "batch cap in force", "maxConcurrency = 6", *POLICIES],
-        "queues": ["tiny-plots: queue lengths", "tasks waiting", "simulated time (s)", "batch, at scheduler", *POLICIES],
+        "queues": ["tiny-plots: queue lengths", "tasks waiting", "simulated time (s)", "batch queue (scheduler)", *POLICIES],
         "tradeoff": ["tiny-plots: batch throughput vs interactive P95", "interactive P95 latency (ms",
                      "batch throughput (jobs/min)", "better:", "means over 2 seeds", *POLICIES],
     }

@@ -153,8 +153,9 @@ def _read_csv(path: Path, text: str) -> tuple[list[str], "callable"]:
 
     def load(columns: list[str]) -> pd.DataFrame:
         try:
+            wanted = set(columns)
             frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False,
-                                skipinitialspace=True)
+                                skipinitialspace=True, usecols=lambda c: str(c).strip() in wanted)
         except pd.errors.ParserError as exc:
             raise InputError(path, None, f"not a valid CSV ({str(exc).strip()})") from None
         except Exception as exc:  # pandas raises many types for a bad file
@@ -290,7 +291,7 @@ def _arrivals(path: Path, frame: pd.DataFrame, column: str, unit: str | None) ->
             f"{column} {raw.iloc[i]!r} is not a timestamp (expected a date-time like 2023-11-16 18:15:46.680 "
             f"or a number of ms; say the unit with --map arrival={column}:s)",
         )
-    ns = stamps.astype("int64").to_numpy()
+    ns = stamps.dt.as_unit("ns").astype("int64").to_numpy()  # the unit pandas picks depends on the input
     first = int(np.argmin(ns))
     rel = (ns - ns[first]) / 1e6
     resolution = 0.0

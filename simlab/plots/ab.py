@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import textwrap
 from functools import cached_property
 from pathlib import Path
 
@@ -334,9 +335,9 @@ def batch_cap_inflight(d: AbDir):
 
 
 QUEUES = [
-    ("queued_interactive", "interactive, at scheduler"),
-    ("queued_batch", "batch, at scheduler"),
-    ("backend_waiting", "at backend (both classes)"),
+    ("queued_interactive", "interactive queue (scheduler)"),
+    ("queued_batch", "batch queue (scheduler)"),
+    ("backend_waiting", "backend queue (both classes)"),
 ]
 
 
@@ -351,7 +352,7 @@ def queues(d: AbDir):
     if not cols:
         raise MissingInput("no task ever waited in a queue")
     n = len(series)
-    fig = style.new_figure(size=(4.6 * len(cols) + 2.2, 1.9 + 2.0 * n))
+    fig = style.new_figure(size=(max(4.6 * len(cols) + 2.2, 11.0), 1.9 + 2.0 * n + (0.5 if len(cols) < len(QUEUES) else 0)))
     axes = fig.subplots(n, len(cols), sharex=True, sharey="col", squeeze=False)
     t_end = max(float(s["t_ms"].iloc[-1]) for s in series.values()) / 1000.0
     for r, (p, s) in enumerate(series.items()):
@@ -376,7 +377,11 @@ def queues(d: AbDir):
         axes[0, c].set_ylim(bottom=0)
         if axes[0, c].get_ylim()[1] < 1:
             axes[0, c].set_ylim(0, 1)
-    fig.supxlabel("simulated time (s)" + (f"   ·   never queued: {', '.join(never)}" if never else ""))
+    label = "simulated time (s)"
+    if never:  # wrapped: a figure label is never shrunk to fit
+        label += "\n" + "\n".join(textwrap.wrap(f"always empty under every policy: {', '.join(never)}",
+                                                width=int(fig.get_figwidth() * 72 / (18 * 0.58))))
+    fig.supxlabel(label)
     fig.supylabel("tasks waiting")
     style.title(fig, f"{d.scenario}: queue lengths ({d.seed_label(series.values())})")
     return fig

@@ -111,10 +111,15 @@ def tint(color: str, amount: float = 0.55) -> tuple[float, float, float]:
 
 
 def plain_log_ticks(axis) -> None:
-    """Ticks at 1, 2, 5 x 10^k written as plain numbers (10, 20, 50, 100), not 10^1."""
+    """Ticks written as plain numbers (10, 20, 50, 100), not 10^1: at 1, 2, 5 x 10^k over up to three decades,
+    at powers of ten only beyond that (so labels never run into each other). Call after setting the limits."""
+    import math
+
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    lo, hi = sorted(axis.get_view_interval())
+    decades = math.log10(hi / lo) if lo > 0 and hi > 0 else 99
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3.2 else (1.0,)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 

@@ -18,13 +18,14 @@ from simlab.tuning.validation import completed, feasible, pareto_front
 def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
     keys = list(ctx.space.bounds)
     rows = []
-    trials = sorted(study.get_trials(deepcopy=False),
-                    key=lambda t: (t.user_attrs.get("slot") if t.user_attrs.get("slot") is not None else math.inf, t.number))
-    for t in trials:
+    slots = trials_by_slot(study)
+    joined = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("origin") == "joined"]
+    for t in [slots[k] for k in sorted(slots)] + joined:
         opts = t.user_attrs.get("options", {})
         row = {
-            "slot": t.user_attrs.get("slot"),
-            "trial": t.number,
+            # the slot is the trial's place in the reproducible sequence; Optuna's own number can differ
+            # after an interrupted run, so it is only shown for trials of joined workers
+            "trial": t.user_attrs.get("slot") if t.user_attrs.get("slot") is not None else f"joined-{t.number}",
             "state": t.state.name,
             "origin": t.user_attrs.get("origin", "sampled"),
         }
@@ -38,7 +39,7 @@ def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
         row["constraint"] = t.user_attrs.get("constraint")
         row["feasible"] = feasible(t) if t.state == TrialState.COMPLETE else None
         rows.append(row)
-    cols = ["slot", "trial", "state", "origin", *keys, "objective_ms", "p95_mean_ms", "p99_mean_ms",
+    cols = ["trial", "state", "origin", *keys, "objective_ms", "p95_mean_ms", "p99_mean_ms",
             "throughput_per_min", "constraint", "feasible"]
     return rows, cols
 

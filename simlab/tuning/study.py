@@ -72,18 +72,35 @@ def make_sampler(sampler_seed: int, slot: int) -> optuna.samplers.BaseSampler:
 _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
 
 
+def _forget_storages_in_child() -> None:
+    # A forked worker must not use (or close) the parent's database connections: PostgreSQL would see two
+    # clients on one socket. Drop them without closing and let the child connect on its own.
+    for storage in _STORAGES.values():
+        engine = getattr(storage, "engine", None)
+        if engine is not None:
+            engine.dispose(close=False)
+    _STORAGES.clear()
+
+
+os.register_at_fork(after_in_child=_forget_storages_in_child)
+
+
 def open_storage(url: str) -> optuna.storages.BaseStorage:
     """An Optuna RDB storage (SQLite file, PostgreSQL, ...); InputError when it cannot be opened."""
     if url in _STORAGES:
         return _STORAGES[url]
     kwargs = {}
+    driver_url = url
+    if url.startswith(("postgresql://", "postgres://")):
+        # SQLAlchemy 2.1 reads plain postgresql:// as psycopg 3; simlab ships psycopg2
+        driver_url = "postgresql+psycopg2://" + url.split("://", 1)[1]
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         kwargs = {"connect_args": {"timeout": 120}}
     elif url.startswith("postgresql"):
         kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
     try:
-        storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        storage = optuna.storages.RDBStorage(driver_url, engine_kwargs=kwargs)
     except ImportError as exc:
         raise InputError(None, "--storage", f"no database driver for {_redact(url)} ({exc})") from None
     except Exception as exc:  # sqlalchemy raises many kinds for a bad or unreachable URL
@@ -135,17 +152,35 @@ def trials_by_slot(study: optuna.Study) -> dict[int, optuna.trial.FrozenTrial]:
     return out
 
 
-def enqueue_baselines(study: optuna.Study, ctx: TuneContext) -> list[str]:
+def baselines(ctx: TuneContext) -> list[tuple[str, dict]]:
     """The production defaults and a static-cap equivalent go first, so every improvement is measured against them."""
     defaults = params_of(ctx.base, ctx.space)
     static_like = dict(defaults, batchMinConcurrency=defaults.get("batchMaxConcurrency", 1))
-    origins = []
-    for origin, params in (("defaults", defaults), ("static-equivalent", static_like)):
-        if origin == "static-equivalent" and params == defaults:
-            continue
+    out = [("defaults", defaults)]
+    if static_like != defaults:
+        out.append(("static-equivalent", static_like))
+    return out
+
+
+def propose(study: optuna.Study, ctx: TuneContext, slot: int) -> int:
+    """Create the trial for `slot`: enqueued baseline parameters, or the sampler seeded for this slot."""
+    first = baselines(ctx)
+    if slot < len(first) and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        origin, params = first[slot]
         study.enqueue_trial(params, user_attrs={"origin": origin})
-        origins.append(origin)
-    return origins
+    study.sampler = make_sampler(ctx.tune.sampler_seed, slot)
+    live = study.ask()
+    live.set_user_attr("slot", slot)
+    ctx.space.suggest(live)
+    live.set_user_attr("proposed", True)  # the proposal is complete: safe to evaluate after a crash
+    return live.number
+
+
+def abandon_half_made(study: optuna.Study) -> None:
+    """Trials a killed controller left between `ask` and a complete proposal: failed, so samplers ignore them."""
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not t.user_attrs.get("proposed") and t.user_attrs.get("origin") != "joined":
+            study.tell(t.number, state=TrialState.FAIL)
 
 
 # --- evaluation (runs in worker processes) -----------------------------------------------------------
@@ -188,8 +223,7 @@ def _evaluate_args(args):
 def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -> optuna.Study:
     """Run (or continue) the study up to `n_trials` slots."""
     study = load_or_create(ctx)
-    if not study.get_trials(deepcopy=False):
-        enqueue_baselines(study, ctx)
+    abandon_half_made(study)
     batch = ctx.tune.batch_size
     pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
     try:
@@ -198,12 +232,8 @@ def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -
             todo = []
             for k in range(start, min(start + batch, n_trials)):
                 trial = slots.get(k)
-                if trial is None:
-                    study.sampler = make_sampler(ctx.tune.sampler_seed, k)
-                    live = study.ask()
-                    ctx.space.suggest(live)
-                    live.set_user_attr("slot", k)
-                    todo.append(live.number)
+                if trial is None or (trial.state == TrialState.FAIL and not trial.user_attrs.get("proposed")):
+                    todo.append(propose(study, ctx, k))
                 elif trial.state == TrialState.RUNNING:
                     todo.append(trial.number)  # interrupted earlier: its parameters are stored, finish it
             if pool is None:

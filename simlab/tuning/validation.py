@@ -116,7 +116,7 @@ def validate(ctx: TuneContext, candidates: list[Candidate], out: Path, workers: 
         summary.append(
             {
                 "config": c.label,
-                "trial": t.number if t is not None else None,
+                "trial": t.user_attrs.get("slot") if t is not None else None,
                 "search_objective_ms": (t.values[0] if t is not None and t.values else None),
                 "search_throughput_per_min": (t.user_attrs.get("throughput_mean") if t is not None else None),
                 "holdout_objective_ms": obj[0],

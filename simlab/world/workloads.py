@@ -99,7 +99,7 @@ def read_azure(path: Path) -> pd.DataFrame:
     out = pd.DataFrame({"arrival_ms": (stamps - stamps.min()).dt.total_seconds().to_numpy() * 1000.0})
     for col, name in (("ContextTokens", "prompt_tokens"), ("GeneratedTokens", "output_tokens")):
         values = pd.to_numeric(frame[col], errors="coerce")
-        bad = (values.isna() | (values < 0)).to_numpy()
+        bad = (values.isna() | (values < 0) | ~np.isfinite(values)).to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise InputError(path, f"line {row + 2}", f"{col} {frame[col].iloc[row]!r} is not a non-negative integer")
@@ -125,7 +125,13 @@ def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
         )
         for col in ("prompt_tokens", "output_tokens"):
             if col in header:
-                frame[col] = pd.to_numeric([t.payload[col] for t in tasks], errors="coerce")
+                raw = [t.payload[col] for t in tasks]
+                values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=float)
+                bad = np.flatnonzero(np.isnan(values) | (values < 0) | ~np.isfinite(values))
+                if len(bad):
+                    k = int(bad[0])
+                    raise InputError(path, f"id {tasks[k].id!r}", f"{col} {raw[k]!r} is not a non-negative number")
+                frame[col] = values
         frame = frame[frame["kind"] == kind].sort_values("arrival_ms", kind="stable")
     t = frame["arrival_ms"].to_numpy() - spec.offset_ms
     keep = t >= 0

@@ -1,0 +1,314 @@
+"""GPU profile calibration for the `continuous-batching` backend: fit its step-time model to a load test.
+
+The backend's iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (tokens: the prompt
+tokens of the sequences in prefill plus one per decoding sequence). A load test run at a fixed concurrency
+(or batch size) C with prompts of P tokens and O output tokens gives, per row, any of:
+
+| column (any of these names) | what | model (steady state: C sequences always running) |
+|---|---|---|
+| step_ms, decode_step_ms | one decode-only iteration | base + (per_token + per_seq) * C |
+| tpot_ms, itl_ms, mean_tpot_ms, mean_itl_ms | time per output token | base + per_token * k + per_seq * C |
+| ttft_ms, mean_ttft_ms | time to first token | base + per_token * (P + (C-1) * m) + per_seq * C + w |
+| latency_ms, e2e_latency_ms, e2el_ms, mean_e2el_ms | end-to-end | ttft + (O-1) * tpot |
+| output_tokens_per_s, output_throughput | server output tokens/s | C * O / latency |
+| request_tokens_per_s | one request's decode speed | 1000 / tpot |
+
+with m = 1 + (P-1)/O (a sequence decodes one token per iteration and prefills its P tokens once every O
+iterations), k = 1 + (C-1) * m, and w = (1 - 1/C) / 2 * tpot (a request arriving at a busy server waits on
+average about half an iteration). Checked against simlab's own continuous-batching backend driven by a
+closed loop with varied lengths: tpot and latency within about 1-2%, TTFT within about 20% (the wait for an
+iteration boundary varies with how arrivals line up). If a load test's requests stay in lockstep (identical
+lengths started together), TTFT includes every prompt's prefill and TPOT none: only latency is then reliable. The batch size column is `batch_size`, `concurrency`, `num_seqs` or
+`max_concurrency`; P and O are the columns `prompt_tokens`/`input_tokens` and `output_tokens` (or
+`--prompt-tokens`, `--output-tokens` for every row). Without P and O, tpot and throughput rows are read as
+decode-only steps.
+
+Every row is linear in (base_ms, per_token_ms, per_seq_ms): the fit is a non-negative least-squares
+(`scipy.optimize.lsq_linear`) on relative errors, so rows of different sizes count alike. When the table
+cannot tell per-token from per-sequence cost (decode-only rows, one prompt length, no TTFT), per_token_ms is
+fixed (`--per-token-ms`, else 0) and the rest goes to per_seq_ms, with a warning.
+
+Outputs: the fitted parameters as a `[backend.step]` TOML snippet, the fit error (R^2 per measurement,
+mean and largest relative error, every row's prediction), and `step-profile.csv` (`batch_size,step_ms`: the
+measured decode step per batch size, the backend's `step.profile` for an interpolated step time instead of
+the straight line).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simlab.errors import InputError
+
+BATCH_NAMES = ("batch_size", "concurrency", "num_seqs", "max_concurrency", "batch")
+PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_len", "prompt_len")
+OUTPUT_NAMES = ("output_tokens", "output_len", "max_tokens")
+MEASURES = {
+    "step": ("step_ms", "decode_step_ms"),
+    "tpot": ("tpot_ms", "itl_ms", "mean_tpot_ms", "mean_itl_ms"),
+    "ttft": ("ttft_ms", "mean_ttft_ms"),
+    "latency": ("latency_ms", "e2e_latency_ms", "e2el_ms", "mean_e2el_ms"),
+    "throughput": ("output_tokens_per_s", "output_throughput", "throughput_tokens_per_s"),
+    "request_rate": ("request_tokens_per_s",),
+}
+MEASURE_LABELS = {
+    "step": "decode step (ms)",
+    "tpot": "time per output token (ms)",
+    "ttft": "time to first token (ms)",
+    "latency": "end-to-end latency (ms)",
+    "throughput": "output tokens/s (server)",
+    "request_rate": "tokens/s per request",
+}
+MIN_ROWS = 3
+
+
+@dataclass
+class Row:
+    line: int
+    kind: str  # a key of MEASURES
+    c: float
+    p: float | None
+    o: float | None
+    value: float  # as measured (ms, or tokens/s)
+
+    def regressors(self) -> tuple[np.ndarray, float]:
+        """(a, y): the model is a . (base, per_token, per_seq) = y, y in ms."""
+        c, p, o = self.c, self.p, self.o
+        known = p is not None and o is not None
+        m = 1 + (p - 1) / o if known else 1.0
+        k = 1 + (c - 1) * m
+        step = np.array([1.0, c, c])
+        tpot = np.array([1.0, k, c]) if known else step
+        if self.kind == "step":
+            return step, self.value
+        if self.kind == "tpot":
+            return tpot, self.value
+        if self.kind == "request_rate":
+            return tpot, 1000.0 / self.value
+        # its own prefill iteration, after waiting on average half of the iteration running when it arrives
+        ttft = np.array([1.0, p + (c - 1) * m, c]) + 0.5 * (1 - 1 / c) * tpot if known else None
+        if self.kind == "ttft":
+            return ttft, self.value
+        latency = ttft + (o - 1) * tpot if known else None
+        if self.kind == "latency":
+            return latency, self.value
+        if self.kind == "throughput":
+            if known:
+                return latency, 1000.0 * c * o / self.value
+            return step, 1000.0 * c / self.value
+        raise ValueError(self.kind)
+
+    def predict(self, theta: np.ndarray) -> float:
+        a, _ = self.regressors()
+        ms = float(a @ theta)
+        if self.kind == "request_rate":
+            return 1000.0 / ms
+        if self.kind == "throughput":
+            known = self.p is not None and self.o is not None
+            return 1000.0 * self.c * (self.o if known else 1.0) / ms
+        return ms
+
+
+@dataclass
+class GpuFit:
+    path: Path
+    rows: list[Row]
+    base_ms: float
+    per_token_ms: float
+    per_seq_ms: float
+    identifiable: bool
+    r2: dict[str, float]
+    mean_rel_error: float
+    max_rel_error: float
+    profile: list[tuple[int, float]]  # (batch size, decode step ms)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def theta(self) -> np.ndarray:
+        return np.array([self.base_ms, self.per_token_ms, self.per_seq_ms])
+
+    def predictions(self) -> list[dict]:
+        out = []
+        for r in self.rows:
+            pred = r.predict(self.theta)
+            out.append({"line": r.line, "measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p,
+                        "output_tokens": r.o, "measured": r.value, "fitted": pred,
+                        "relative_error": (pred - r.value) / r.value})
+        return out
+
+
+def _find(header_lower: dict[str, str], names) -> str | None:
+    for n in names:
+        if n in header_lower:
+            return header_lower[n]
+    return None
+
+
+def read_table(path: str | Path, prompt_tokens: float | None = None, output_tokens: float | None = None) -> list[Row]:
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(path, None, "load-test table not found") from None
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not UTF-8 text (expected a CSV table)") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read the table ({exc.strerror})") from None
+    if not text.strip():
+        raise InputError(path, None, "empty file (expected a CSV with batch_size or concurrency and a measurement)")
+    try:
+        rows = [(i, r) for i, r in enumerate(csv.reader(io.StringIO(text)), start=1) if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise InputError(path, None, f"not a valid CSV ({exc})") from None
+    header = [h.strip() for h in rows[0][1]]
+    lower = {h.lower(): h for h in reversed(header)}
+    batch = _find(lower, BATCH_NAMES)
+    if batch is None:
+        raise InputError(path, "header", f"no batch size column (expected one of {', '.join(BATCH_NAMES)}); "
+                                         f"found {', '.join(header)}")
+    measures = {k: c for k, names in MEASURES.items() if (c := _find(lower, names)) is not None}
+    if not measures:
+        known = [n for names in MEASURES.values() for n in names]
+        raise InputError(path, "header", f"no measurement column (expected any of {', '.join(known)}); found {', '.join(header)}")
+    pcol, ocol = _find(lower, PROMPT_NAMES), _find(lower, OUTPUT_NAMES)
+    idx = {h: i for i, h in enumerate(header)}
+    out: list[Row] = []
+
+    def number(row, col, line, what, positive=True, allow_empty=False):
+        i = idx[col]
+        cell = row[i].strip() if i < len(row) else ""
+        if cell == "" and allow_empty:
+            return None
+        try:
+            v = float(cell)
+        except ValueError:
+            raise InputError(path, f"line {line}", f"{col} {cell!r} is not a number (expected the {what})") from None
+        if not math.isfinite(v) or (positive and v <= 0):
+            raise InputError(path, f"line {line}", f"{col} {cell!r} must be a positive number (the {what})")
+        return v
+
+    for line, row in rows[1:]:
+        if len(row) != len(header):
+            raise InputError(path, f"line {line}", f"has {len(row)} fields, the header has {len(header)}")
+        c = number(row, batch, line, "batch size or concurrency")
+        if c < 1:
+            raise InputError(path, f"line {line}", f"{batch} must be at least 1 (found {c:g})")
+        p = number(row, pcol, line, "prompt tokens") if pcol else prompt_tokens
+        o = number(row, ocol, line, "output tokens") if ocol else output_tokens
+        if o is not None and o < 1:
+            raise InputError(path, f"line {line}", f"output tokens must be at least 1 (found {o:g})")
+        for kind, col in measures.items():
+            v = number(row, col, line, MEASURE_LABELS[kind].replace(" (ms)", " in ms"), allow_empty=True)
+            if v is None:
+                continue
+            if kind in ("ttft", "latency") and (p is None or o is None):
+                raise InputError(path, f"line {line}", f"{col} needs the prompt and output lengths: add "
+                                                       "prompt_tokens and output_tokens columns, or give "
+                                                       "--prompt-tokens and --output-tokens")
+            out.append(Row(line, kind, c, p, o, v))
+    if len(out) < MIN_ROWS:
+        raise InputError(path, None, f"only {len(out)} measurement(s): at least {MIN_ROWS} are needed to fit "
+                                     "base_ms, per_token_ms and per_seq_ms")
+    if len({r.c for r in out}) < 2:
+        raise InputError(path, None, "every row has the same batch size: measure at least two concurrencies")
+    return out
+
+
+def _r2(measured: np.ndarray, fitted: np.ndarray) -> float:
+    ss_res = float(np.sum((measured - fitted) ** 2))
+    ss_tot = float(np.sum((measured - measured.mean()) ** 2))
+    return 1 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else -math.inf)
+
+
+def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | None = None) -> GpuFit:
+    from scipy import optimize
+
+    A = np.array([r.regressors()[0] for r in rows])
+    y = np.array([r.regressors()[1] for r in rows])
+    W = A / y[:, None]  # relative errors
+    notes = []
+    sv = np.linalg.svd(W, compute_uv=False)
+    identifiable = bool(sv[-1] > 1e-6 * sv[0]) and per_token_ms is None
+    if identifiable:
+        theta = optimize.lsq_linear(W, np.ones(len(y)), bounds=(0, np.inf)).x
+    else:
+        fixed = per_token_ms if per_token_ms is not None else 0.0
+        if per_token_ms is None:
+            notes.append("the table cannot tell per-token from per-sequence cost (decode-only rows, or one prompt "
+                         "length and no TTFT): per_token_ms is set to 0 and the per-sequence slope carries both; "
+                         "prefill then costs nothing extra. Add TTFT or rows with other prompt lengths, or give "
+                         "--per-token-ms")
+        else:
+            notes.append(f"per_token_ms fixed at {fixed:g} (--per-token-ms)")
+        y2 = y - fixed * A[:, 1]
+        if np.any(y2 <= 0):
+            raise InputError(path, None, f"--per-token-ms {fixed:g} alone exceeds some measurements")
+        W2 = A[:, [0, 2]] / y[:, None]
+        sol = optimize.lsq_linear(W2, y2 / y, bounds=(0, np.inf)).x
+        theta = np.array([sol[0], fixed, sol[1]])
+    theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)  # solver dust
+    fit = GpuFit(Path(path), rows, float(theta[0]), float(theta[1]), float(theta[2]), identifiable, {}, 0.0, 0.0, [], notes)
+    preds = fit.predictions()
+    rel = np.array([abs(p["relative_error"]) for p in preds])
+    fit.mean_rel_error = float(rel.mean())
+    fit.max_rel_error = float(rel.max())
+    for kind in MEASURES:
+        sel = [p for p in preds if p["measure"] == kind]
+        if len(sel) >= 2:
+            fit.r2[kind] = _r2(np.array([p["measured"] for p in sel]), np.array([p["fitted"] for p in sel]))
+    fit.profile = decode_profile(rows, fit)
+    if theta[0] + theta[1] + theta[2] <= 0:
+        raise InputError(path, None, "the fit gives a step of zero time: check the table's units (ms, tokens/s)")
+    return fit
+
+
+def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:
+    """The measured decode-only step per batch size (the others' interleaved prefills taken out with the
+    fitted per_token_ms), for the backend's `step.profile`."""
+    by_c: dict[int, list[float]] = {}
+    ttft = {r.line: r.value for r in rows if r.kind == "ttft"}
+    for r in rows:
+        known = r.p is not None and r.o is not None
+        prefill_share = fit.per_token_ms * (r.c - 1) * (r.p - 1) / r.o if known else 0.0
+        if r.kind == "step":
+            d = r.value
+        elif r.kind == "tpot":
+            d = r.value - prefill_share
+        elif r.kind == "request_rate":
+            d = 1000.0 / r.value - prefill_share
+        elif r.kind == "throughput" and not known:
+            d = 1000.0 * r.c / r.value
+        elif r.kind == "latency" and r.line in ttft and r.o > 1:
+            d = (r.value - ttft[r.line]) / (r.o - 1) - prefill_share
+        else:
+            continue
+        if d > 0 and float(r.c).is_integer():
+            by_c.setdefault(int(r.c), []).append(d)
+    return [(c, float(np.mean(v))) for c, v in sorted(by_c.items())]
+
+
+def step_toml(fit: GpuFit, profile_name: str | None) -> str:
+    r2 = ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items())
+    lines = [
+        f"# Fitted by `simlab calibrate-gpu` from {fit.path.name} ({len(fit.rows)} measurements).",
+        f"# Fit error: mean |relative error| {fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}; R^2: {r2 or 'n/a'}.",
+        "# Paste under a continuous-batching [backend] (kind = \"continuous-batching\", max_num_seqs = ...).",
+        "[backend.step]",
+        f"base_ms = {round(fit.base_ms, 6)!r}",
+        f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
+        f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
+    ]
+    if profile_name:
+        lines.append(f"# profile = \"{profile_name}\"  # the measured decode step per batch size, interpolated "
+                     "(per_token_ms still prices prefill)")
+    return "\n".join(lines) + "\n"
+
+
+def profile_csv(fit: GpuFit) -> str:
+    return "batch_size,step_ms\n" + "".join(f"{c},{round(d, 6)!r}\n" for c, d in fit.profile)

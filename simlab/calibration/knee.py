@@ -1,0 +1,350 @@
+"""`simlab calibrate`: ramp the interactive rate and find the knee where interactive P95 crosses the SLO.
+
+Three curves, each point replicated over seeds (95% Student-t intervals with `mean_ci`):
+- `alone`: batch absent (the scenario without its batch workloads): the rate the server can carry for
+  interactive traffic at all (no scheduler beats it without preemption);
+- `batch`: batch present and held at its full cap (`static` with the scenario's batchMaxConcurrency): the rate
+  up to which batch can run unthrottled;
+- `adaptive`: the adaptive scheduler with the recommended options (verification, `--no-verify` skips it).
+
+Ramping multiplies every open-loop interactive workload's rate by a factor (`poisson` rate, `piecewise`
+rates, `diurnal` mean; a `trace` is compressed in time with `time_scale / f` over `limit_ms * f` of the
+trace, so the window stays the same while the trace lasts). The x axis is the offered rate measured on the
+generated arrivals (requests / arrival window, averaged over the seeds).
+
+The knee of a curve is where the mean P95 first crosses the SLO (interpolated in log P95 between the two
+rates around the crossing); its interval is where the upper and the lower CI bound cross. The automatic
+ramp walks factors 0.25, 0.5, 0.75, 1, 1.25, ... until every curve has a point whose CI lies above the
+SLO, then bisects the bracketing interval (`--refine` times).
+
+Recommendation, explained in the report:
+- interactiveRpsThreshold = the `batch` knee (the rate at which batch at full cap makes interactive P95 cross
+  the SLO), rounded down to two significant digits: the adaptive policy's pressure rps / threshold reaches
+  1, and the batch cap its minimum, by the time full batch would break the SLO (and the cap already shrinks
+  in proportion below it). Its CI is reported beside it;
+- interactiveP95LatencyMs = the SLO: the latency pressure reaches 1 when the window P95 reaches it.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simlab.errors import InputError
+from simlab.experiments.runner import Job, execute
+from simlab.experiments.stats import mean_ci
+from simlab.scenario import ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, Trace
+
+AUTO_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0)
+LOW_FACTORS = (0.1, 0.05, 0.02)
+CURVES = ("alone", "batch", "adaptive")
+CURVE_LABELS = {
+    "alone": "batch absent",
+    "batch": "batch present, full cap (static)",
+    "adaptive": "adaptive, recommended options",
+}
+
+
+def interactive_workloads(scenario: Scenario) -> list[int]:
+    idx = [i for i, w in enumerate(scenario.workload) if w.kind == "interactive"]
+    if not idx:
+        raise InputError(scenario.path, "workload", "no interactive workload: calibrate ramps the interactive rate")
+    for i in idx:
+        arr = scenario.workload[i].arrivals
+        if isinstance(arr, ClosedLoop):
+            raise InputError(
+                scenario.path, f"workload[{i}].arrivals",
+                "a closed-loop workload sets its own rate (users wait for answers): calibrate ramps open-loop "
+                "arrivals (poisson, piecewise, diurnal, trace); describe the interactive traffic by its rate",
+            )
+        if not isinstance(arr, (Poisson, Piecewise, Diurnal, Trace)):
+            raise InputError(scenario.path, f"workload[{i}].arrivals",
+                             f"calibrate cannot ramp a '{arr.process}' interactive workload (expected poisson, "
+                             "piecewise, diurnal or trace)")
+    return idx
+
+
+def scale_arrivals(arr, factor: float):
+    if isinstance(arr, Poisson):
+        return arr.model_copy(update={"rate_per_s": arr.rate_per_s * factor})
+    if isinstance(arr, Piecewise):
+        return arr.model_copy(update={"rates_per_s": [r * factor for r in arr.rates_per_s]})
+    if isinstance(arr, Diurnal):
+        return arr.model_copy(update={"mean_rate_per_s": arr.mean_rate_per_s * factor})
+    if isinstance(arr, Trace):
+        limit = arr.limit_ms * factor if arr.limit_ms is not None else None
+        return arr.model_copy(update={"time_scale": arr.time_scale / factor, "limit_ms": limit})
+    raise TypeError(arr)
+
+
+def scaled(scenario: Scenario, factor: float) -> Scenario:
+    workloads = list(scenario.workload)
+    for i in interactive_workloads(scenario):
+        w = workloads[i]
+        workloads[i] = w.model_copy(update={"arrivals": scale_arrivals(w.arrivals, factor)})
+    return scenario.model_copy(update={"workload": workloads})
+
+
+def offered_rps(scenario: Scenario, seeds: list[int]) -> float:
+    """Interactive arrivals per second of arrival window, averaged over seeds."""
+    from simlab.world.workloads import open_loop_tasks
+
+    world = scenario.model_copy(update={"workload": [w for w in scenario.workload if w.kind == "interactive"]})
+    rates = []
+    for seed in seeds[:3]:
+        times = [t.arrival_ms for t in open_loop_tasks(world, seed)]
+        if times:
+            window = max(min(max(times), scenario.duration_ms), 1.0)
+            rates.append(len(times) / window * 1000.0)
+    return float(np.mean(rates)) if rates else 0.0
+
+
+@dataclass
+class Point:
+    curve: str
+    factor: float
+    rps: float
+    p95: list[float]
+    mean: float
+    lo: float
+    hi: float
+    batch_throughput: float = math.nan
+
+    def row(self) -> dict:
+        return {"curve": self.curve, "factor": self.factor, "offered_rps": self.rps, "p95_mean_ms": self.mean,
+                "p95_ci_low_ms": self.lo, "p95_ci_high_ms": self.hi, "replications": len(self.p95),
+                "batch_throughput_per_min": self.batch_throughput}
+
+
+@dataclass
+class Knee:
+    curve: str
+    rps: float  # NaN when not bracketed
+    lo: float
+    hi: float
+    status: str  # "found", "above" (never crossed: knee beyond the last rate), "below" (over SLO from the start)
+    bracket: tuple[float, float] | None = None
+
+    def describe(self) -> str:
+        if self.status == "above":
+            return f"above {self.lo:.3g} req/s (P95 stays under the SLO at every rate tried)"
+        if self.status == "below":
+            return f"below {self.hi:.3g} req/s (P95 over the SLO at the lowest rate tried)"
+        ci = f" (95% CI {self.lo:.3g} to {self.hi:.3g})" if math.isfinite(self.lo) and math.isfinite(self.hi) else ""
+        return f"{self.rps:.3g} req/s{ci}"
+
+
+@dataclass
+class Calibration:
+    scenario: Scenario
+    slo_ms: float
+    seeds: list[int]
+    base_rps: float
+    points: list[Point] = field(default_factory=list)
+    knees: dict[str, Knee] = field(default_factory=dict)
+    recommended: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def curve(self, name: str) -> list[Point]:
+        return sorted((p for p in self.points if p.curve == name), key=lambda p: p.rps)
+
+
+def _crossing(xs, ys, level) -> float | None:
+    """x where y first rises through `level`, interpolated linearly in log(y) (latency grows geometrically
+    past a knee, so a straight line in y would put every knee at the left end); None if it never does."""
+    for i in range(1, len(xs)):
+        y0, y1 = ys[i - 1], ys[i]
+        if y0 <= level < y1:
+            if not math.isfinite(y1):
+                return xs[i]
+            if y0 > 0:
+                w = math.log(level / y0) / math.log(y1 / y0)
+            else:
+                w = (level - y0) / (y1 - y0)
+            return xs[i - 1] + w * (xs[i] - xs[i - 1])
+    return None
+
+
+def find_knee(points: list[Point], slo: float, curve: str) -> Knee:
+    pts = sorted(points, key=lambda p: p.rps)
+    xs = [p.rps for p in pts]
+
+    def clean(v, fallback):
+        return v if math.isfinite(v) else fallback
+
+    means = [clean(p.mean, math.inf) for p in pts]
+    upper = [clean(p.hi, clean(p.mean, math.inf)) for p in pts]
+    lower = [clean(p.lo, clean(p.mean, math.inf)) for p in pts]
+    if not pts:
+        return Knee(curve, math.nan, math.nan, math.nan, "none")
+    if means[0] > slo:
+        return Knee(curve, math.nan, math.nan, xs[0], "below")
+    x = _crossing(xs, means, slo)
+    if x is None:
+        return Knee(curve, math.nan, xs[-1], math.nan, "above")
+    lo = _crossing(xs, upper, slo) if upper[0] <= slo else xs[0]
+    hi = _crossing(xs, lower, slo)
+    i = next(i for i in range(1, len(xs)) if means[i - 1] <= slo < means[i] or (math.isinf(means[i]) and means[i - 1] <= slo))
+    return Knee(curve, float(x), float(lo) if lo is not None else math.nan,
+                float(hi) if hi is not None else math.nan, "found", (xs[i - 1], xs[i]))
+
+
+def _run_round(tasks: list[tuple], workers: int) -> list[dict]:
+    """tasks: (scenario, job, out); metrics in order."""
+    if workers <= 1 or len(tasks) <= 1:
+        return [execute(*t) for t in tasks]
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        return list(pool.map(_execute, tasks))
+
+
+def _execute(task):
+    return execute(*task)
+
+
+def _nice_floor(x: float) -> float:
+    """Round down to two significant digits (a threshold people can read)."""
+    if not math.isfinite(x) or x <= 0:
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.floor(x / scale) * scale
+
+
+class Ramp:
+    def __init__(self, scenario: Scenario, base_options, seeds: list[int], out: Path | None, workers: int,
+                 slo_ms: float, progress=None):
+        self.scenario = scenario
+        self.base = base_options
+        self.seeds = seeds
+        self.out = out
+        self.workers = workers
+        self.slo = slo_ms
+        self.progress = progress or (lambda msg: None)
+        self.has_batch = any(w.kind == "batch" for w in scenario.workload)
+        self.options = {
+            "alone": base_options.with_changes(policy="priority"),
+            "batch": base_options.with_changes(policy="static"),
+        }
+        self.points: dict[tuple[str, float], Point] = {}
+        self._rps: dict[float, float] = {}
+
+    def rps(self, factor: float) -> float:
+        if factor not in self._rps:
+            self._rps[factor] = offered_rps(scaled(self.scenario, factor), self.seeds)
+        return self._rps[factor]
+
+    def run(self, wanted: list[tuple[str, float]]) -> None:
+        wanted = [(c, f) for c, f in wanted if (c, f) not in self.points]
+        if not wanted:
+            return
+        tasks, owners = [], []
+        for curve, factor in wanted:
+            world = scaled(self.scenario, factor)
+            variant = "no-batch" if curve == "alone" else ""
+            point_out = self.out / "points" / f"{curve}-x{factor:.6g}" if self.out is not None else None
+            for seed in self.seeds:
+                tasks.append((world, Job(curve, self.options[curve], seed, variant), point_out))
+                owners.append((curve, factor))
+        self.progress(f"{len(wanted)} rate(s) x {len(self.seeds)} seeds: "
+                      + ", ".join(f"{c} {self.rps(f):.3g}/s" for c, f in wanted))
+        metrics = _run_round(tasks, self.workers)
+        for curve, factor in wanted:
+            ms = [m for m, o in zip(metrics, owners) if o == (curve, factor)]
+            p95 = [m["interactive_p95_ms"] for m in ms]
+            mean, lo, hi = mean_ci(p95)
+            thr = [m["batch_throughput_per_min"] for m in ms if m["batch_throughput_per_min"] == m["batch_throughput_per_min"]]
+            thr = float(np.mean(thr)) if thr and curve != "alone" else math.nan
+            self.points[(curve, factor)] = Point(curve, factor, self.rps(factor), p95, mean, lo, hi, thr)
+
+    def curve_points(self, curve: str) -> list[Point]:
+        return sorted((p for (c, _), p in self.points.items() if c == curve), key=lambda p: p.factor)
+
+    def settled(self, curve: str) -> bool:
+        """A point whose CI lies wholly above the SLO (the knee is bracketed)."""
+        return any((p.lo if math.isfinite(p.lo) else p.mean) > self.slo for p in self.curve_points(curve))
+
+    def ramp(self, curves: list[str], factors: list[float] | None, refine: int) -> None:
+        if factors is not None:
+            self.run([(c, f) for f in factors for c in curves])
+        else:
+            todo = list(curves)
+            for f in AUTO_FACTORS:
+                if not todo:
+                    break
+                self.run([(c, f) for c in todo])
+                todo = [c for c in todo if not self.settled(c)]
+            for c in curves:  # over the SLO from the first rate: walk down
+                for f in LOW_FACTORS:
+                    first = self.curve_points(c)[0]
+                    if first.mean <= self.slo:
+                        break
+                    self.run([(c, f)])
+        for _ in range(refine):
+            wanted = []
+            for c in curves:
+                knee = find_knee(self.curve_points(c), self.slo, c)
+                if knee.status != "found":
+                    continue
+                pts = self.curve_points(c)
+                by_rps = {p.rps: p.factor for p in pts}
+                f0, f1 = by_rps[knee.bracket[0]], by_rps[knee.bracket[1]]
+                wanted.append((c, round((f0 + f1) / 2, 6)))
+            if not wanted:
+                break
+            self.run(wanted)
+
+
+def calibrate(scenario: Scenario, base_options, seeds: list[int], out: Path | None, workers: int = 1,
+              slo_ms: float | None = None, factors: list[float] | None = None, refine: int = 2,
+              verify: bool = True, progress=None) -> Calibration:
+    interactive_workloads(scenario)  # ramps need open-loop interactive arrivals
+    slo = slo_ms if slo_ms is not None else scenario.slo_p95_ms
+    ramp = Ramp(scenario, base_options, seeds, out, workers, slo, progress)
+    cal = Calibration(scenario, slo, seeds, ramp.rps(1.0))
+    curves = ["alone"] + (["batch"] if ramp.has_batch else [])
+    if not ramp.has_batch:
+        cal.notes.append("the scenario has no batch workload: only the batch-absent curve is measured, and the "
+                         "threshold comes from it")
+    if all(isinstance(scenario.workload[i].arrivals, Trace) for i in interactive_workloads(scenario)):
+        cal.notes.append("the interactive arrivals replay a trace: with batch absent every seed sees the same "
+                         "requests (zero-width CIs unless the backend draws randomness); seeds vary the batch draws")
+    ramp.ramp(curves, factors, refine)
+    knees = {c: find_knee(ramp.curve_points(c), slo, c) for c in curves}
+    source = knees["batch"] if "batch" in knees else knees["alone"]
+    if source.status == "found":
+        raw = source.rps
+        why = (f"the {'batch-present' if source.curve == 'batch' else 'batch-absent'} knee"
+               + (f", 95% CI {source.lo:.3g} to {source.hi:.3g}" if math.isfinite(source.lo) and math.isfinite(source.hi) else ""))
+    elif source.status == "above":
+        raw, why = source.lo, "the highest rate tried (the SLO held everywhere: ramp further with --rates)"
+        cal.notes.append(f"the {CURVE_LABELS[source.curve]} curve never crossed the SLO; the threshold is the "
+                         "highest rate tried and errs on the safe side")
+    else:
+        raw, why = source.hi, "the lowest rate tried (P95 was already over the SLO there)"
+        cal.notes.append(f"the {CURVE_LABELS[source.curve]} curve is over the SLO at the lowest rate tried: "
+                         "the SLO cannot be met with batch at full cap; the threshold is a floor")
+    threshold = _nice_floor(raw) if raw and math.isfinite(raw) else None
+    if threshold is None or threshold <= 0:
+        raise InputError(scenario.path, None, "no usable knee: interactive P95 is over the SLO at every rate tried")
+    cal.recommended = {"interactiveRpsThreshold": threshold, "interactiveP95LatencyMs": float(slo),
+                       "threshold_from": why, "threshold_raw": raw}
+    base = base_options.model_dump(by_alias=True, exclude_none=True)
+    from simlab.policies import ARTICLE_DEFAULTS, options_from_dict
+
+    merged = {**{k: v for k, v in ARTICLE_DEFAULTS.items() if k not in base}, **base, "policy": "adaptive",
+              "interactiveRpsThreshold": threshold, "interactiveP95LatencyMs": float(slo)}
+    recommended = options_from_dict(merged, "recommended options")
+    cal.options = recommended.to_json_dict()
+    if verify and ramp.has_batch:
+        ramp.options["adaptive"] = recommended
+        ceiling = knees["alone"].bracket[1] if knees["alone"].bracket else math.inf
+        factors_v = sorted({p.factor for c in curves for p in ramp.curve_points(c) if p.rps <= ceiling * 1.0001})
+        ramp.run([("adaptive", f) for f in factors_v])
+        knees["adaptive"] = find_knee(ramp.curve_points("adaptive"), slo, "adaptive")
+    cal.knees = knees
+    cal.points = [p for c in CURVES for p in ramp.curve_points(c)]
+    return cal

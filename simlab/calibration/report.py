@@ -1,0 +1,671 @@
+"""The fit report: `report.md`, `fit.json`, `validation.csv`, `rates.csv` and figures (PNG and SVG).
+
+Figures (under figures/, one set per class):
+- arrivals-CLASS      rate per bin with its 95% interval, the scenario's fitted rate; inter-arrival times
+                      against the exponential of a Poisson process (survival function, log scale)
+- lengths-CLASS       histograms of token counts (and latency) with the fitted lognormal
+- validation-rates    arrival rate per bin: the log against the simulated fitted scenario (every seed)
+- validation-lengths  the log's distribution against the simulation's, quantiles compared marked
+No timestamps in any file: the same log gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from simlab.atomic import atomic_write_text
+from simlab.calibration.fit import ALPHA, LogFit, fmt_p, format_duration, format_span, p_is
+from simlab.calibration.validate import Validation
+from simlab.plots import style
+
+OBSERVED = "#222222"
+FITTED = "#0072B2"
+LOGNORMAL = "#D55E00"
+SIMULATED = "#009E73"
+LABELS = {"prompt_tokens": "prompt tokens", "output_tokens": "output tokens", "service_ms": "latency (ms)"}
+
+
+def _time_axis(span_ms: float) -> tuple[float, str]:
+    if span_ms >= 3 * 3_600_000:
+        return 3_600_000.0, "hours since the first request"
+    if span_ms >= 3 * 60_000:
+        return 60_000.0, "minutes since the first request"
+    return 1000.0, "seconds since the first request"
+
+
+def _steps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return edges, np.append(values, values[-1])
+
+
+# --- figures ------------------------------------------------------------------------------------------
+def arrivals_figure(fit: LogFit, kind: str, directory: Path) -> list[Path]:
+    a = fit.arrivals[kind]
+    unit, xlabel = _time_axis(a.span_ms)
+    with style.context():
+        fig = style.new_figure()
+        left, right = fig.subplots(1, 2, width_ratios=[1.7, 1])
+        x = a.edges / unit
+        left.fill_between(x, *[_steps(a.edges, v)[1] for v in (a.rate_lo, a.rate_hi)], step="post",
+                          color=style.tint(OBSERVED, 0.8), label="log: 95% interval")
+        left.step(x, _steps(a.edges, a.rates_per_s)[1], where="post", color=OBSERVED, lw=2.6, zorder=2,
+                  label=f"log: rate per {format_duration(a.bin_ms)}")
+        if a.process == "piecewise" and len(a.step_rates_per_s) > 1500:  # a solid smear: say it, do not draw it
+            left.plot([], [], color=FITTED, lw=1.0,
+                      label=f"scenario: rate per {format_duration(a.step_ms)} ({len(a.step_rates_per_s):,} steps, not drawn)")
+        elif a.process == "piecewise":
+            se = np.append(np.arange(len(a.step_rates_per_s)) * a.step_ms, a.span_ms)
+            se[-1] = max(se[-1], se[-2])
+            if a.step_ms < a.bin_ms:
+                left.step(se / unit, np.append(a.step_rates_per_s, a.step_rates_per_s[-1]), where="post", color=FITTED,
+                          lw=1.0, alpha=0.75, zorder=1, label=f"scenario: rate per {format_duration(a.step_ms)}")
+            else:
+                left.step(se / unit, np.append(a.step_rates_per_s, a.step_rates_per_s[-1]), where="post", color=FITTED,
+                          lw=2.0, ls="--", zorder=3, label="scenario: piecewise rate")
+        elif a.process == "poisson":
+            left.axhline(a.rate_per_s, color=FITTED, lw=2.6, ls="--", label=f"scenario: Poisson {a.rate_per_s:.3g}/s")
+        left.set_xlabel(xlabel)
+        left.set_ylabel("requests per second")
+        left.set_ylim(bottom=0)
+        left.set_xlim(0, a.span_ms / unit)
+        left.set_title("Arrival rate over time")
+        gaps = np.diff(np.sort(fit.log.of(kind)["arrival_ms"].to_numpy()))
+        if len(gaps) > 1 and gaps.mean() > 0:
+            g = np.sort(gaps / gaps.mean())
+            surv = 1 - (np.arange(1, len(g) + 1) - 0.5) / len(g)
+            keep = np.unique(np.linspace(0, len(g) - 1, min(len(g), 3000)).astype(int))
+            right.plot(g[keep], surv[keep], color=OBSERVED, lw=2.8, ls="-.", label=f"log: gaps (CV {a.cv:.2f})")
+            xs = np.linspace(0, max(g.max(), 1.0), 200)
+            right.plot(xs, np.exp(-xs), color=LOGNORMAL, lw=2.4, ls="--", label="Poisson: exponential gaps")
+            right.set_yscale("log")
+            right.set_ylim(max(0.5 / len(g), 1e-5), 1.05)
+            right.set_xlim(0, max(float(np.quantile(g, 0.9995)), 4.0))
+            right.set_xlabel("gap / mean gap")
+            right.set_ylabel("share of gaps longer")
+            right.set_title("Inter-arrival times")
+            verdict = "rejected" if a.poisson_constant.rejected else "not rejected"
+            right.text(0.03, 0.04, f"Poisson {verdict}\nKS {p_is(a.poisson_constant.p_value)}",
+                       transform=right.transAxes, fontsize=15, va="bottom")
+        else:
+            right.set_axis_off()
+        handles, labels = [], []
+        for ax in (left, right):
+            h, lab = ax.get_legend_handles_labels()
+            handles += h
+            labels += lab
+        fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=15)
+        style.title(fig, f"{kind} arrivals in {fit.log.path.name}: {a.rate_per_s:.3g} req/s, CV {a.cv:.2f}")
+        return style.save(fig, directory, f"arrivals-{kind}")
+
+
+def lengths_figure(fit: LogFit, kind: str, directory: Path) -> list[Path]:
+    fits = fit.lengths[kind]
+    with style.context():
+        fig = style.new_figure()
+        axes = np.atleast_1d(fig.subplots(1, len(fits)))
+        for ax, (col, lf) in zip(axes, fits.items()):
+            x = lf.values[lf.values > 0]
+            lo, hi = np.log10(x.min()), np.log10(x.max())
+            if hi - lo < 0.5:
+                lo, hi = lo - 0.25, hi + 0.25
+            edges = np.logspace(lo, hi, 50)
+            # density of log10(x): comparable with the lognormal's at every scale
+            counts, _ = np.histogram(x, edges)
+            widths = np.diff(np.log10(edges))
+            dens = counts / (len(lf.values) * widths)
+            ax.stairs(dens, edges, fill=True, color=style.tint(OBSERVED, 0.75), label="log")
+            ax.stairs(dens, edges, color=OBSERVED, lw=1.4)
+            grid = np.logspace(lo, hi, 300)
+            pdf = stats.lognorm.pdf(grid, lf.sigma, 0, lf.median) * grid * math.log(10)
+            ax.plot(grid, pdf, color=LOGNORMAL, lw=2.8, ls="--" if lf.choice == "empirical" else "-",
+                    label=f"lognormal (KS D {lf.ks.statistic:.2f})")
+            ax.axvline(lf.quantiles[0.5], color=FITTED, lw=2.0, ls=":", label=f"median {lf.quantiles[0.5]:,.0f}")
+            ax.set_xscale("log")
+            ax.set_xlim(edges[0], edges[-1])
+            log_ticks(ax.xaxis, edges[0], edges[-1], max_ticks={1: 9, 2: 7}.get(len(fits), 4))
+            ax.set_xlabel(LABELS.get(col, col) + ", log scale")
+            ax.set_ylabel("density per decade")
+            ax.set_title(f"{LABELS.get(col, col)}: {lf.choice} used")
+            ax.legend(loc="upper left", fontsize=14)
+            ax.set_ylim(0, max(dens.max(), pdf.max()) * 1.35)
+        style.title(fig, f"{kind} lengths in {fit.log.path.name} and the fitted lognormal")
+        return style.save(fig, directory, f"lengths-{kind}")
+
+
+def validation_rates_figure(fit: LogFit, val: Validation, directory: Path) -> list[Path]:
+    kinds = list(val.bins)
+    unit, xlabel = _time_axis(fit.log.span_ms)
+    with style.context():
+        fig = style.new_figure()
+        axes = np.atleast_1d(fig.subplots(len(kinds), 1, sharex=True, squeeze=False)[:, 0])
+        for ax, kind in zip(axes, kinds):
+            b = val.bins[kind]
+            edges = b["edges"]
+            widths = np.diff(edges) / 1000
+            mids = (edges[:-1] + edges[1:]) / 2 / unit
+            for i, sim in enumerate(b["simulated"]):
+                ax.step(edges / unit, np.append(sim / widths, sim[-1] / widths[-1]), where="post", color=SIMULATED,
+                        lw=1.2, alpha=0.45, label="simulated (one line per seed)" if i == 0 else None)
+            mean = b["simulated"].mean(axis=0) / widths
+            ax.step(edges / unit, np.append(mean, mean[-1]), where="post", color=SIMULATED, lw=3.0,
+                    label=f"simulated mean of {len(val.seeds)} seeds")
+            obs = b["observed"]
+            lo, hi = stats.poisson.interval(0.95, np.maximum(obs, 1e-9))
+            rate = obs / widths
+            bad = b["p"] < 0.05
+            ax.errorbar(mids[~bad], rate[~bad], yerr=[rate[~bad] - lo[~bad] / widths[~bad], hi[~bad] / widths[~bad] - rate[~bad]],
+                        fmt="o", color=OBSERVED, ms=7, lw=1.8, capsize=4, label="log, 95% interval")
+            if bad.any():
+                ax.errorbar(mids[bad], rate[bad], yerr=[rate[bad] - lo[bad] / widths[bad], hi[bad] / widths[bad] - rate[bad]],
+                            fmt="X", color=LOGNORMAL, ms=11, lw=1.8, capsize=4, label="log, outside sampling error")
+            ax.set_ylabel("req/s")
+            ax.set_ylim(bottom=0, top=max(float(rate.max()), float(mean.max()), float((hi / widths).max())) * 1.08)
+            cv = next((c for c in val.checks if c.kind == kind and c.quantity == "inter-arrival CV"), None)
+            head = f"{kind}"
+            if cv is not None:
+                head += (f": inter-arrival CV log {cv.observed:.3f}, simulated {cv.simulated:.3f} "
+                         f"(95% prediction interval {cv.simulated_lo:.3f} to {cv.simulated_hi:.3f})")
+            ax.set_title(head, fontsize=16, loc="left")
+        axes[-1].set_xlabel(xlabel)
+        axes[-1].set_xlim(0, fit.log.span_ms / unit)
+        seen = {}
+        for ax in axes:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(lab, h)
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=4, fontsize=15)
+        style.title(fig, f"Arrival rate per {format_duration(fit.bin_ms)}: the log against its fitted scenario")
+        return style.save(fig, directory, "validation-rates")
+
+
+def validation_lengths_figure(val: Validation, directory: Path) -> list[Path] | None:
+    kinds = [k for k, cols in val.samples.items() if any(len(d["simulated"]) for d in cols.values())]
+    if not kinds:
+        return None
+    ncols = max(len(val.samples[k]) for k in kinds)
+    with style.context():
+        fig = style.new_figure(size=(13.0, 7.3 if len(kinds) == 1 else 11.0))
+        grid = fig.subplots(len(kinds), ncols, squeeze=False)
+        for r, kind in enumerate(kinds):
+            cols = list(val.samples[kind].items())
+            for c in range(ncols):
+                ax = grid[r, c]
+                if c >= len(cols) or not len(cols[c][1]["simulated"]):
+                    ax.set_axis_off()
+                    continue
+                col, d = cols[c]
+                for data, color, lw, label in ((d["observed"], OBSERVED, 3.2, "log"),
+                                               (d["simulated"], SIMULATED, 2.2, "simulated")):
+                    x = data[data > 0]
+                    keep = np.unique(np.linspace(0, len(x) - 1, min(len(x), 4000)).astype(int))
+                    ax.step(x[keep], (keep + 1) / len(x), where="post", color=color, lw=lw, label=label,
+                            ls="-" if label == "log" else "--")
+                name = LABELS.get(col, col)
+                for check in val.checks:
+                    if check.kind == kind and check.quantity.startswith(name + " p"):
+                        q = float(check.quantity.rsplit("p", 1)[1]) / 100
+                        ax.plot([check.observed], [q], "o" if check.ok else "X", color=OBSERVED if check.ok else LOGNORMAL,
+                                ms=9 if check.ok else 13, zorder=5)
+                ax.set_xscale("log")
+                positive = np.concatenate([d["observed"][d["observed"] > 0], d["simulated"][d["simulated"] > 0]])
+                ax.set_xlim(positive.min() / 1.2, positive.max() * 1.2)
+                log_ticks(ax.xaxis, positive.min() / 1.2, positive.max() * 1.2, max_ticks={1: 9, 2: 7}.get(ncols, 4))
+                ax.set_ylim(0, 1.02)
+                ax.set_xlabel(name + ", log scale")
+                ax.set_title(f"{kind}: {name}", fontsize=17)
+                ax.legend(loc="upper left", fontsize=14)
+                if c == 0:
+                    ax.set_ylabel("share at or below")
+        style.title(fig, "Lengths: the log against its fitted scenario (dots: the quantiles compared)")
+        return style.save(fig, directory, "validation-lengths")
+
+
+# --- tables and text ------------------------------------------------------------------------------------
+def _f(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    v = float(v)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def rates_csv(fit: LogFit) -> str:
+    lines = ["kind,start_s,end_s,count,rate_per_s,rate_ci_low,rate_ci_high"]
+    for kind, a in fit.arrivals.items():
+        for s, e, c, r, lo, hi in zip(a.edges[:-1], a.edges[1:], a.counts, a.rates_per_s, a.rate_lo, a.rate_hi):
+            lines.append(f"{kind},{float(s) / 1000!r},{float(e) / 1000!r},{int(c)},{float(r)!r},{float(lo)!r},{float(hi)!r}")
+    return "\n".join(lines) + "\n"
+
+
+def validation_csv(val: Validation) -> str:
+    cols = ["kind", "quantity", "observed", "observed_lo", "observed_hi", "simulated", "simulated_lo", "simulated_hi", "ok", "how"]
+    lines = [",".join(cols)]
+    for c in val.checks:
+        row = c.row()
+        cells = []
+        for k in cols:
+            v = row[k]
+            if isinstance(v, (bool, np.bool_)):
+                cells.append("true" if v else "false")
+            elif isinstance(v, float):
+                cells.append("" if math.isnan(v) else repr(float(v)))
+            else:
+                cells.append('"' + str(v).replace('"', '""') + '"' if ("," in str(v) or '"' in str(v)) else str(v))
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def summary_lines(fit: LogFit) -> list[str]:
+    """The terminal summary: the headline numbers per class."""
+    out = []
+    for kind, a in fit.arrivals.items():
+        verdict = "rejected" if a.poisson_rejected else "not rejected"
+        out.append(f"{kind}: {a.n:,} requests over {format_span(a.span_ms)}: {a.rate_per_s:.3f} req/s, "
+                   f"inter-arrival CV {a.cv:.3f}; Poisson {verdict} (KS {p_is(a.poisson_constant.p_value)})")
+        per_bin = "rejected" if a.poisson_per_bin_rejected else "not rejected"
+        if a.poisson_rescaled is not None:
+            out.append(f"  with the rate per {format_duration(a.bin_ms)}: Poisson {per_bin} "
+                       f"(time-rescaled KS {p_is(a.poisson_rescaled.p_value)}"
+                       + (f", dispersion {p_is(a.dispersion.p_value)}" if a.dispersion else "") + ")")
+        out.append(f"  scenario arrivals: {a.process}"
+                   + (f", rate per {format_duration(a.step_ms)} (predicted CV {a.predicted_cv:.3f})" if a.process == "piecewise" else ""))
+        for col, lf in fit.lengths[kind].items():
+            out.append(f"  {LABELS.get(col, col)}: median {lf.quantiles[0.5]:,.0f}, p95 {lf.quantiles[0.95]:,.0f}, "
+                       f"p99 {lf.quantiles[0.99]:,.0f}; lognormal median {lf.median:,.1f} sigma {lf.sigma:.3f} "
+                       f"(KS D {lf.ks.statistic:.3f}, {p_is(lf.ks.p_value)}) -> {lf.choice}")
+    return out
+
+
+def write_report(fit: LogFit, out: Path, scenario_path: Path, notes: list[str], val: Validation | None,
+                 figures: bool = True) -> Path:
+    out = Path(out)
+    figdir = out / "figures"
+    written: list[str] = []
+    if figures:
+        for kind in fit.arrivals:
+            arrivals_figure(fit, kind, figdir)
+            lengths_figure(fit, kind, figdir)
+            written += [f"arrivals-{kind}", f"lengths-{kind}"]
+        if val is not None:
+            validation_rates_figure(fit, val, figdir)
+            written.append("validation-rates")
+            if validation_lengths_figure(val, figdir):
+                written.append("validation-lengths")
+    log = fit.log
+    md = [f"# Fit of {log.path.name}\n"]
+    md.append(
+        f"{len(log.frame):,} requests over {format_span(log.span_ms)}"
+        + (f", from {log.origin}" if log.origin else "")
+        + f". Layout: {log.layout}. Columns: " + "; ".join(f"{k} <- {v}" for k, v in log.sources.items()) + ".\n"
+    )
+    if log.resolution_ms:
+        md.append(f"Timestamps are written to whole {'seconds' if log.resolution_ms >= 1000 else 'milliseconds'}: "
+                  "the Poisson tests spread each one uniformly within its tick (fixed seed) so that rounding ties "
+                  "are not taken for bursts; the CV is of the timestamps as written.\n")
+    for n in log.notes:
+        md.append(f"Note: {n}.\n")
+    md.append(f"Scenario written: `{scenario_path.name}` (load it with any simlab command). Machine-readable fit: "
+              "`fit.json`; rate per bin: `rates.csv`; validation: `validation.csv` and `validation-bins.csv`.\n")
+    md.append("## Summary\n")
+    md.append("```\n" + "\n".join(summary_lines(fit)) + "\n```\n")
+    for kind, a in fit.arrivals.items():
+        md.append(f"## {kind}: arrivals\n")
+        rows = [
+            ["requests", f"{a.n:,}"],
+            ["mean rate", f"{a.rate_per_s:.4g} req/s"],
+            ["inter-arrival CV", f"{a.cv:.4f} (Poisson: 1)"],
+            ["rate bins", f"{len(a.counts)} of {format_duration(a.bin_ms)}; rate from {a.rates_per_s.min():.3g} to {a.rates_per_s.max():.3g} req/s"],
+            ["rate varies across bins?", f"{'yes' if a.rate_constant.rejected else 'no'} (chi-square {p_is(a.rate_constant.p_value)})"],
+            ["Poisson, constant rate", f"{'rejected' if a.poisson_constant.rejected else 'not rejected'}: KS D = {_f(a.poisson_constant.statistic)}, {p_is(a.poisson_constant.p_value)}"],
+        ]
+        if a.poisson_rescaled is not None:
+            rows.append([f"Poisson with the rate per {format_duration(a.bin_ms)}",
+                         f"{'rejected' if a.poisson_per_bin_rejected else 'not rejected'}: time-rescaled KS D = "
+                         f"{_f(a.poisson_rescaled.statistic)}, {p_is(a.poisson_rescaled.p_value)} ({a.poisson_rescaled.detail})"
+                         + (f"; {a.dispersion.detail}, {p_is(a.dispersion.p_value)}" if a.dispersion else "")])
+        rows.append(["scenario arrivals", f"`{a.process}`: {a.process_reason}"])
+        md.append(md_table(["", ""], rows))
+        if a.steps:
+            md.append("Steps considered for the scenario's rate (the CV a piecewise Poisson process with the log's "
+                      "rate per step would show; finer steps copy more of the log's short-term bursts, and more of "
+                      "its counting noise):\n")
+            md.append(md_table(["step", "predicted CV", "log's CV"],
+                               [[format_duration(s["step_ms"]), f"{s['predicted_cv']:.3f}", f"{a.cv:.3f}"] for s in a.steps]))
+        if figures:
+            md.append(f"![arrivals]({'figures/arrivals-' + kind + '.png'})\n")
+        md.append(f"## {kind}: lengths\n")
+        rows = []
+        for col, lf in fit.lengths[kind].items():
+            rows.append([LABELS.get(col, col), f"{lf.n:,}", _f(lf.mean), _f(lf.quantiles[0.5]), _f(lf.quantiles[0.9]),
+                         _f(lf.quantiles[0.95]), _f(lf.quantiles[0.99]), f"{lf.median:,.1f}", f"{lf.sigma:.3f}",
+                         f"{lf.p95:,.0f}", f"{lf.ks.statistic:.3f} / {fmt_p(lf.ks.p_value)}",
+                         (f"{fmt_p(lf.drift.p_value)}" if lf.drift else ""), f"**{lf.choice}**"])
+        md.append(md_table(["quantity", "n", "mean", "p50", "p90", "p95", "p99", "lognormal median", "sigma",
+                            "lognormal p95", "KS D / p", "drift p", "used"], rows))
+        md.append("Lognormal: `scipy.stats.lognorm.fit(x, floc=0)` on values above 0; KS against it. `auto` uses the "
+                  "lognormal unless KS rejects it at 5%, else the empirical distribution (the log's values, "
+                  "resampled). Drift: KS of the log's first half against its second half (a small p means the "
+                  "mix changes over the log). Prompt and output lengths are resampled independently.\n")
+        if figures:
+            md.append(f"![lengths]({'figures/lengths-' + kind + '.png'})\n")
+    if val is not None:
+        verdict = ", ".join(f"{k} {'reproduced' if v else 'NOT reproduced'}" for k, v in val.passed.items())
+        md.append("## Validation: the fitted scenario against the log\n")
+        how = (f"simulated with seeds {val.seeds[0]}..{val.seeds[-1]} (policy `{val.policy}`)"
+               if not val.policy.startswith("none") else
+               f"generated with seeds {val.seeds[0]}..{val.seeds[-1]} (arrivals and lengths only: the log has no "
+               "latency column to compare, so no server was simulated)")
+        md.append(f"The scenario's workload was {how}. Verdict: {verdict}.\n")
+        rows = [[c.kind, c.quantity, _f(c.observed),
+                 (f"{_f(c.observed_lo)}-{_f(c.observed_hi)}" if not math.isnan(c.observed_lo) else ""),
+                 _f(c.simulated), (f"{_f(c.simulated_lo)}-{_f(c.simulated_hi)}" if not math.isnan(c.simulated_lo) else ""),
+                 "yes" if c.ok else "**no**", c.how] for c in val.checks]
+        md.append(md_table(["class", "quantity", "log", "log 95%", "simulated", "simulated 95%", "within error", "how"], rows))
+        bin_rows = []
+        for kind, b in val.bins.items():
+            widths = np.diff(b["edges"]) / 1000
+            for i in range(len(b["observed"])):
+                sim = b["simulated"][:, i]
+                bin_rows.append([kind, f"{b['edges'][i] / 1000:g}-{b['edges'][i + 1] / 1000:g}", int(b["observed"][i]),
+                                 f"{b['observed'][i] / widths[i]:.4g}", f"{sim.mean():.1f}", f"{sim.mean() / widths[i]:.4g}",
+                                 fmt_p(float(b["p"][i])), "yes" if b["p"][i] >= 0.05 else "**no**"])
+        if len(bin_rows) <= 60:
+            md.append("<details><summary>Arrivals per bin</summary>\n")
+            md.append(md_table(["class", "bin (s)", "log count", "log req/s", "simulated count (mean)", "simulated req/s",
+                                "p", "within error"], bin_rows))
+            md.append("</details>\n")
+        md.append("Rates: exact test that the log's count and the seeds' total share one rate, per bin; the rates are "
+                  "reproduced when no more bins fail than chance allows at 5%. CV: the log's CV lies in the 95% "
+                  "prediction interval of the seeds' CVs. Quantiles: the distribution-free order-statistic 95% "
+                  "intervals of the log and of the pooled simulation overlap.\n")
+        if figures:
+            md.append("![validation rates](figures/validation-rates.png)\n")
+            if "validation-lengths" in written:
+                md.append("![validation lengths](figures/validation-lengths.png)\n")
+    if notes:
+        md.append("## Notes\n")
+        md += [f"- {n}\n" for n in notes]
+    md.append("## Method\n")
+    md.append(
+        "Fits use scipy.stats. Arrival rate per bin: count / width (the Poisson MLE), exact Garwood 95% interval. "
+        f"Tests at {ALPHA:.0%}. Constant rate: chi-square of the counts per bin. Poisson: KS of the inter-arrival "
+        "times against the fitted exponential (p is conservative because the mean is estimated). With the per-bin "
+        "rate: the time-rescaling theorem maps a Poisson process with that rate to one of rate 1, whose gaps are "
+        "Exp(1) (KS); and the counts in short sub-bins against their expected counts (index of dispersion, "
+        "chi-square, two-sided); rejected when either rejects after a Bonferroni correction. The scenario's "
+        "arrivals: `poisson` when neither the constant-rate test nor the Poisson test rejects; else "
+        "`piecewise` with the coarsest step whose rate variation reproduces the log's CV (at least 10 requests "
+        "per step on average; `--step` chooses it).\n"
+    )
+    path = out / "report.md"
+    atomic_write_text(path, "\n".join(md))
+    atomic_write_text(out / "fit.json", json.dumps(_jsonable(fit.as_dict() | (
+        {"validation": {"seeds": val.seeds, "policy": val.policy, "passed": val.passed,
+                        "checks": [c.row() for c in val.checks]}} if val is not None else {})), indent=1) + "\n")
+    atomic_write_text(out / "rates.csv", rates_csv(fit))
+    if val is not None:
+        atomic_write_text(out / "validation.csv", validation_csv(val))
+        lines = ["kind,start_s,end_s,log_count,simulated_mean_count,p_value"]
+        for kind, b in val.bins.items():
+            for i in range(len(b["observed"])):
+                lines.append(f"{kind},{float(b['edges'][i]) / 1000!r},{float(b['edges'][i + 1]) / 1000!r},{int(b['observed'][i])},"
+                             f"{float(b['simulated'][:, i].mean())!r},{float(b['p'][i])!r}")
+        atomic_write_text(out / "validation-bins.csv", "\n".join(lines) + "\n")
+    return path
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+# --- `simlab calibrate`: the knee ------------------------------------------------------------------------
+KNEE_COLORS = {"alone": "#0072B2", "batch": "#D55E00", "adaptive": "#009E73"}
+KNEE_MARKERS = {"alone": "o", "batch": "s", "adaptive": "D"}
+
+
+def knee_figure(cal, directory: Path) -> list[Path]:
+    from simlab.calibration.knee import CURVE_LABELS
+
+    with style.context():
+        fig = style.new_figure()
+        ax = fig.subplots()
+        finite = [v for p in cal.points for v in (p.mean, p.hi) if math.isfinite(v) and v > 0]
+        top = max(finite + [cal.slo_ms]) * 1.6
+        bottom = min(finite + [cal.slo_ms]) / 1.6
+        for curve in ("alone", "batch", "adaptive"):
+            pts = cal.curve(curve)
+            if not pts:
+                continue
+            x = np.array([p.rps for p in pts])
+            m = np.array([p.mean if math.isfinite(p.mean) else top for p in pts])
+            lo = np.array([p.lo if math.isfinite(p.lo) else v for p, v in zip(pts, m)])
+            hi = np.array([p.hi if math.isfinite(p.hi) else v for p, v in zip(pts, m)])
+            color = KNEE_COLORS[curve]
+            ax.fill_between(x, np.maximum(lo, bottom), np.minimum(hi, top), color=style.tint(color, 0.7), alpha=0.6, lw=0)
+            ax.plot(x, m, marker=KNEE_MARKERS[curve], color=color, lw=2.8, ms=9, label=CURVE_LABELS[curve],
+                    zorder={"alone": 4, "batch": 3, "adaptive": 2}[curve])
+            knee = cal.knees.get(curve)
+            if knee is not None and knee.status == "found":
+                ax.axvline(knee.rps, color=color, lw=1.8, ls=":")
+                if math.isfinite(knee.lo) and math.isfinite(knee.hi):  # the knee's CI, on the SLO line
+                    from matplotlib.transforms import offset_copy
+
+                    shift = offset_copy(ax.transData, fig=fig, y=6 * (1 - ("alone", "batch", "adaptive").index(curve)),
+                                        units="points")  # a few points apart, all on the SLO line
+                    ax.errorbar([knee.rps], [cal.slo_ms], xerr=[[knee.rps - knee.lo], [knee.hi - knee.rps]], fmt="|",
+                                color=color, ms=18, mew=3, lw=3, capsize=7, capthick=3, zorder=6, transform=shift)
+                ax.text(knee.rps, 0.97 - 0.07 * ("alone", "batch", "adaptive").index(curve), f" knee {knee.rps:.3g}/s",
+                        transform=ax.get_xaxis_transform(), color=color, fontsize=15, fontweight="bold", va="top",
+                        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+        ax.axhline(cal.slo_ms, color=style.INK, lw=2.2, ls="--")
+        ax.text(0.005, cal.slo_ms, f" SLO {cal.slo_ms:,.0f} ms", transform=ax.get_yaxis_transform(), va="bottom",
+                fontsize=15, color=style.INK)
+        thr = cal.recommended.get("interactiveRpsThreshold")
+        if thr:
+            ax.axvline(thr, color=style.INK, lw=2.6)
+            ax.text(thr, 0.02, f" recommended\n interactiveRpsThreshold = {thr:g}", transform=ax.get_xaxis_transform(),
+                    fontsize=14, va="bottom", ha="left", color=style.INK)
+        ax.set_yscale("log")
+        ax.set_ylim(bottom, top)
+        log_ticks(ax.yaxis, bottom, top)
+        ax.set_xlim(left=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.8))
+        ax.set_xlabel("offered interactive rate (requests per second)")
+        ax.set_ylabel("interactive P95 latency (ms, log scale)")
+        style.title(fig, f"{cal.scenario.name}: interactive P95 against rate ({len(cal.seeds)} seeds, 95% CI)")
+        return style.save(fig, directory, "knee")
+
+
+def log_ticks(axis, lo: float, hi: float, max_ticks: int = 9) -> None:
+    """Plain-number ticks on a log axis inside [lo, hi]: the densest of 1-1.5-2-3-...-8, 1-2-5, 1-3, 1 x 10^k,
+    then every other power of ten, with at most `max_ticks` (at least 3 when there is room)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    def grid(mantissas, every=1):
+        return [m * 10**k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                if k % every == 0 for m in mantissas if lo <= m * 10**k <= hi]
+
+    options = [grid((1, 1.5, 2, 3, 4, 5, 6, 7, 8)), grid((1, 2, 5)), grid((1, 3)), grid((1,)), grid((1,), 2)]
+    ticks = next((t for t in options if len(t) <= max_ticks and len(t) >= 3), None)
+    if ticks is None:
+        ticks = next((t for t in options if len(t) <= max_ticks), options[-1])
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
+def knee_csv(cal) -> str:
+    cols = ["curve", "factor", "offered_rps", "p95_mean_ms", "p95_ci_low_ms", "p95_ci_high_ms", "replications",
+            "batch_throughput_per_min"]
+    lines = [",".join(cols)]
+    for p in cal.points:
+        row = p.row()
+        lines.append(",".join("" if isinstance(row[c], float) and not math.isfinite(row[c]) else
+                              (repr(float(row[c])) if isinstance(row[c], float) else str(row[c])) for c in cols))
+    return "\n".join(lines) + "\n"
+
+
+def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
+    from simlab.calibration.knee import CURVE_LABELS
+
+    out = Path(out)
+    if figures:
+        knee_figure(cal, out / "figures")
+    rec = cal.recommended
+    md = [f"# Calibration of {cal.scenario.name}\n"]
+    md.append(f"Interactive rate ramped from {min(p.rps for p in cal.points):.3g} to {max(p.rps for p in cal.points):.3g} "
+              f"req/s (the scenario offers {cal.base_rps:.3g} req/s); {len(cal.seeds)} seeds per point "
+              f"({cal.seeds[0]}..{cal.seeds[-1]}); SLO: interactive P95 {cal.slo_ms:,.0f} ms.\n")
+    md.append("## Knees\n")
+    rows = [[CURVE_LABELS[c], k.describe()] for c, k in cal.knees.items()]
+    md.append(md_table(["curve", "rate where P95 crosses the SLO"], rows))
+    md.append("## Recommendation\n")
+    md.append(md_table(["option", "value", "why"], [
+        ["interactiveRpsThreshold", f"{rec['interactiveRpsThreshold']:g}",
+         f"{rec['threshold_from']}: {rec['threshold_raw']:.4g} req/s, rounded down to two significant digits. "
+         "The adaptive policy's pressure is rps / threshold: at this rate the batch cap is at its minimum, which "
+         "is needed from the rate where batch at its full cap breaks the SLO (below it the cap shrinks in "
+         "proportion). The wider the knee's CI, the more seeds (--replications) it is worth."],
+        ["interactiveP95LatencyMs", f"{rec['interactiveP95LatencyMs']:g}",
+         "the SLO: the latency pressure p95 / threshold reaches 1 (batch at its minimum) when the window's P95 "
+         "reaches the SLO."],
+    ]))
+    md.append("Options file: `recommended-options.json` (use it with `--options`):\n")
+    md.append("```json\n" + json.dumps(cal.options, indent=1) + "\n```\n")
+    if "adaptive" in cal.knees:
+        k = cal.knees["adaptive"]
+        md.append(f"Verification: with these options the adaptive scheduler's knee is {k.describe()}; "
+                  f"batch present at full cap: {cal.knees['batch'].describe()}; batch absent (the ceiling without "
+                  f"preemption): {cal.knees['alone'].describe()}.\n")
+    if figures:
+        md.append("![knee](figures/knee.png)\n")
+    md.append("## Points\n")
+    md.append(md_table(["curve", "offered req/s", "P95 mean (ms)", "95% CI (ms)", "batch jobs/min"], [
+        [CURVE_LABELS[p.curve], f"{p.rps:.4g}", _f(p.mean), f"{_f(p.lo)} to {_f(p.hi)}" if math.isfinite(p.lo) else "",
+         _f(p.batch_throughput)] for p in cal.points]))
+    if cal.notes:
+        md.append("## Notes\n")
+        md += [f"- {n}\n" for n in cal.notes]
+    md.append("## Method\n")
+    md.append(
+        "Each point is the scenario with every open-loop interactive workload's rate multiplied by a factor "
+        "(a trace is compressed in time), simulated on the listed seeds; the P95 is the run's interactive "
+        "end-to-end P95 and the interval a Student-t 95% CI over seeds. Batch absent: the batch workloads "
+        "removed. Batch present: `static` with the scenario's batchMaxConcurrency (batch never throttled). "
+        "The knee is where the mean P95 first crosses the SLO (interpolated in log P95); its CI is where the CI's "
+        "upper and lower bounds cross. The ramp continues until a point's CI lies wholly above the SLO, then "
+        "bisects the bracket. The offered rate is measured on the generated arrivals.\n")
+    path = out / "report.md"
+    atomic_write_text(path, "\n".join(md))
+    atomic_write_text(out / "knee.csv", knee_csv(cal))
+    atomic_write_text(out / "calibration.json", json.dumps(_jsonable({
+        "scenario": cal.scenario.name, "slo_p95_ms": cal.slo_ms, "seeds": cal.seeds, "base_rps": cal.base_rps,
+        "knees": {c: {"rps": k.rps, "ci_low": k.lo, "ci_high": k.hi, "status": k.status} for c, k in cal.knees.items()},
+        "recommended": rec, "options": cal.options, "notes": cal.notes,
+        "points": [p.row() for p in cal.points]}), indent=1) + "\n")
+    return path
+
+
+# --- `simlab calibrate-gpu`: the step-time fit ----------------------------------------------------------
+def gpu_figure(fit, directory: Path) -> list[Path]:
+    from simlab.calibration.gpu import MEASURE_LABELS
+
+    preds = fit.predictions()
+    kinds = [k for k in MEASURE_LABELS if any(p["measure"] == k for p in preds)]
+    ncols = 2 if len(kinds) > 1 else 1
+    nrows = math.ceil(len(kinds) / ncols)
+    prompts = sorted({p["prompt_tokens"] for p in preds if p["prompt_tokens"] is not None})
+    colors = {pt: style.PALETTE[i % len(style.PALETTE)] for i, pt in enumerate(prompts)}
+    with style.context():
+        fig = style.new_figure(size=(13.0, 7.3 if nrows == 1 else 10.5))
+        axes = np.atleast_2d(fig.subplots(nrows, ncols, squeeze=False))
+        for ax in axes.flat[len(kinds):]:
+            ax.set_axis_off()
+        for ax, kind in zip(axes.flat, kinds):
+            sel = [p for p in preds if p["measure"] == kind]
+            groups = sorted({p["prompt_tokens"] for p in sel}, key=lambda v: -1 if v is None else v)
+            for g in groups:
+                pts = sorted((p for p in sel if p["prompt_tokens"] == g), key=lambda p: p["batch_size"])
+                x = [p["batch_size"] for p in pts]
+                color = colors.get(g, style.PALETTE[0])
+                label = f"prompt {g:,.0f}" if g is not None else "measured"
+                ax.plot(x, [p["measured"] for p in pts], "o", color=color, ms=10, label=f"{label}: measured")
+                ax.plot(x, [p["fitted"] for p in pts], "-", color=color, lw=2.4, label=f"{label}: fitted")
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(__import__("matplotlib.ticker", fromlist=["FuncFormatter"]).FuncFormatter(
+                lambda v, _: f"{v:g}"))
+            ax.set_xlabel("concurrency (sequences in the batch)")
+            ax.set_title(MEASURE_LABELS[kind], fontsize=17)
+            ax.set_ylim(bottom=0)
+            if kind in fit.r2:
+                ax.text(0.98, 0.04, f"R\u00b2 = {fit.r2[kind]:.4f}", transform=ax.transAxes, ha="right", fontsize=15)
+        axes.flat[0].legend(loc="upper left", fontsize=13)
+        style.title(fig, f"Step-time fit: base {fit.base_ms:.3g} ms + {fit.per_token_ms:.3g} ms/token + "
+                         f"{fit.per_seq_ms:.3g} ms/sequence (mean error {fit.mean_rel_error:.1%})")
+        return style.save(fig, directory, "gpu-fit")
+
+
+def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, figures: bool = True) -> Path:
+    from simlab.calibration.gpu import MEASURE_LABELS
+
+    out = Path(out)
+    if figures:
+        gpu_figure(fit, out / "figures")
+    md = [f"# Step-time fit of {fit.path.name}\n"]
+    md.append(f"{len(fit.rows)} measurements at concurrencies {', '.join(f'{c:g}' for c in sorted({r.c for r in fit.rows}))}.\n")
+    md.append(md_table(["parameter", "value"], [
+        ["base_ms", f"{fit.base_ms:.4g}"], ["per_token_ms", f"{fit.per_token_ms:.4g}"],
+        ["per_seq_ms", f"{fit.per_seq_ms:.4g}"],
+        ["mean relative error", f"{fit.mean_rel_error:.2%}"], ["largest relative error", f"{fit.max_rel_error:.2%}"],
+        *[[f"R\u00b2, {MEASURE_LABELS[k]}", f"{v:.4f}"] for k, v in fit.r2.items()],
+    ]))
+    md.append(f"Scenario snippet: `{toml_name}`" + (f"; measured decode step per batch size: `{profile_name}` "
+              "(set `profile` in `[backend.step]` to interpolate it)" if profile_name else "") + ".\n")
+    md.append("```toml\n" + (out / toml_name).read_text(encoding="utf-8") + "```\n")
+    for n in fit.notes:
+        md.append(f"Note: {n}.\n")
+    if figures:
+        md.append("![fit](figures/gpu-fit.png)\n")
+    md.append("## Every measurement\n")
+    md.append(md_table(["line", "measure", "concurrency", "prompt", "output", "measured", "fitted", "error"], [
+        [p["line"], MEASURE_LABELS[p["measure"]], f"{p['batch_size']:g}", _f(p["prompt_tokens"]), _f(p["output_tokens"]),
+         _f(p["measured"]), _f(p["fitted"]), f"{p['relative_error']:+.1%}"] for p in fit.predictions()]))
+    md.append("## Method\n")
+    md.append("The backend's iteration takes base_ms + per_token_ms x tokens + per_seq_ms x sequences. Each "
+              "measurement is written as a linear function of the three parameters for a closed-loop load test in "
+              "steady state (see `simlab calibrate-gpu --help`), and the parameters are fitted by non-negative "
+              "least squares on relative errors (`scipy.optimize.lsq_linear`). R\u00b2 is per measurement on its "
+              "own scale.\n")
+    path = out / "report.md"
+    atomic_write_text(path, "\n".join(md))
+    lines = ["line,measure,batch_size,prompt_tokens,output_tokens,measured,fitted,relative_error"]
+    for p in fit.predictions():
+        lines.append(",".join("" if v is None else (repr(float(v)) if isinstance(v, float) else str(v)) for v in p.values()))
+    atomic_write_text(out / "fit.csv", "\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,76 @@
+"""`simlab calibrate-gpu TABLE`: fit the continuous-batching step-time model to a measured load test."""
+
+from __future__ import annotations
+
+import argparse
+from textwrap import fill
+
+from simlab.errors import InputError
+
+EPILOG = """\
+the table (CSV): one row per load-test setting
+  batch size   batch_size | concurrency | num_seqs | max_concurrency
+  lengths      prompt_tokens | input_tokens, output_tokens  (or --prompt-tokens/--output-tokens for all rows)
+  any of       step_ms | decode_step_ms            one decode-only iteration
+               tpot_ms | itl_ms | mean_tpot_ms      time per output token
+               ttft_ms | mean_ttft_ms               time to first token
+               latency_ms | e2e_latency_ms | e2el_ms  end-to-end per request
+               output_tokens_per_s | output_throughput  server output tokens/s
+               request_tokens_per_s                 one request's decode speed
+  e.g. vLLM's benchmarks/benchmark_serving.py run at several --max-concurrency values.
+model: step = base_ms + per_token_ms * tokens + per_seq_ms * sequences, fitted by non-negative least squares
+on relative errors; the fit error (R^2 per measurement, mean and largest relative error) is reported.
+outputs (in --out, default results/calibrate-gpu/TABLE-NAME/):
+  step.toml ([backend.step] snippet), step-profile.csv (batch_size,step_ms for `profile`), report.md,
+  fit.csv, figures/gpu-fit.png|svg
+example: scenarios/profiles/llama2-7b-a100-roofline.csv (synthesized from a roofline model; see its README)
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "calibrate-gpu",
+        help="fit the continuous-batching step time (base, per token, per sequence) to a measured load test",
+        description=fill("Fit the continuous-batching backend's step-time model to a load-test table (concurrency or "
+        "batch size against per-request latency or tokens/s) and report the fit error."),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("table", help="load-test CSV (see below)")
+    p.add_argument("--prompt-tokens", type=float, help="prompt length of every row (when the table has no column)")
+    p.add_argument("--output-tokens", type=float, help="output length of every row (when the table has no column)")
+    p.add_argument("--per-token-ms", type=float, help="fix per_token_ms (prefill cost) instead of fitting it")
+    p.add_argument("--out", help="output folder (default results/calibrate-gpu/TABLE-NAME)")
+    p.add_argument("--no-figures", action="store_true", help="skip the figure")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from pathlib import Path
+
+    from simlab.atomic import atomic_write_text
+    from simlab.calibration.gpu import MEASURE_LABELS, fit_gpu, profile_csv, read_table, step_toml
+
+    for flag, v in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)):
+        if v is not None and not v >= 1:
+            raise InputError(None, flag, f"must be at least 1 (found {v:g})")
+    if args.per_token_ms is not None and not args.per_token_ms >= 0:
+        raise InputError(None, "--per-token-ms", f"must be 0 or more (found {args.per_token_ms:g})")
+    rows = read_table(args.table, args.prompt_tokens, args.output_tokens)
+    fit = fit_gpu(rows, args.table, args.per_token_ms)
+    from simlab.calibration.report import write_gpu_report
+
+    out = Path(args.out) if args.out else Path("results") / "calibrate-gpu" / Path(args.table).stem
+    profile_name = "step-profile.csv" if fit.profile else None
+    if profile_name:
+        atomic_write_text(out / profile_name, profile_csv(fit))
+    atomic_write_text(out / "step.toml", step_toml(fit, profile_name))
+    report = write_gpu_report(fit, out, "step.toml", profile_name, figures=not args.no_figures)
+    print(f"{args.table}: {len(fit.rows)} measurements")
+    print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences")
+    print(f"fit error: mean {fit.mean_rel_error:.2%}, largest {fit.max_rel_error:.2%}; R^2 "
+          + ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items()))
+    for n in fit.notes:
+        print(f"note: {n}")
+    print(f"\nsnippet: {out / 'step.toml'}  report: {report}" + (f"  profile: {out / profile_name}" if profile_name else ""))
+    return 0

@@ -1,0 +1,166 @@
+"""`simlab tune` end to end: reproducible whatever the workers, resumable after kill -9, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, simlab
+
+SMALL = """
+name = "tune-small"
+duration_ms = 30_000
+slo_p95_ms = 800
+
+[backend]
+kind = "slots"
+slots = 8
+
+[scheduler]
+maxConcurrency = 8
+batchMaxConcurrency = 6
+batchMinConcurrency = 1
+interactiveRpsThreshold = 20
+interactiveP95LatencyMs = 500
+
+[[workload]]
+class = "interactive"
+arrivals = { process = "poisson", rate_per_s = 12 }
+service = { dist = "lognormal", median = 150, p95 = 600 }
+
+[[workload]]
+class = "batch"
+arrivals = { process = "burst", count = 300, at_ms = [0, 10000] }
+service = { dist = "exponential", mean = 600 }
+
+[tune]
+trials = 10
+seeds = 2
+holdout_seeds = 3
+batch_size = 4
+"""
+
+OUTPUTS = ("trials.csv", "best-options.json", "validation.csv", "validation-summary.csv")
+
+
+@pytest.fixture()
+def scenario(tmp_path) -> Path:
+    path = tmp_path / "tune-small.toml"
+    path.write_text(SMALL)
+    return path
+
+
+def tune(scenario, out, *extra, check=True):
+    return simlab("tune", scenario, "--out", out, "--quiet", *extra, check=check)
+
+
+def completed_trials(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=30) as con:
+            return con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0  # tables not created yet
+
+
+def all_trials(db: Path) -> int:
+    with sqlite3.connect(db, timeout=30) as con:
+        return con.execute("select count(*) from trials").fetchone()[0]
+
+
+def test_same_outputs_with_one_and_two_workers(scenario, tmp_path):
+    tune(scenario, tmp_path / "w1", "--workers", "1")
+    tune(scenario, tmp_path / "w2", "--workers", "2")
+    for name in OUTPUTS:
+        assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes(), name
+    best = json.loads((tmp_path / "w1" / "best-options.json").read_text())
+    assert {"maxConcurrency", "batchMaxConcurrency", "batchMinConcurrency", "interactiveRpsThreshold",
+            "interactiveP95LatencyMs", "windowMs", "smoothingAlpha"} <= best.keys()
+    assert best["batchMaxConcurrency"] <= best["maxConcurrency"] - 1 and best["batchMinConcurrency"] >= 1
+    # the exported file is what the other commands load
+    simlab("run", scenario, "--options", tmp_path / "w1" / "best-options.json", "--out", tmp_path / "run", "--quiet")
+    report = (tmp_path / "w1" / "report.md").read_text()
+    assert "Held-out validation" in report and "## Verdict" in report
+    for fig in ("optimization_history", "param_importances", "slices", "pareto_front"):
+        assert (tmp_path / "w1" / "figures" / f"{fig}.png").stat().st_size > 10_000, fig
+    trials = (tmp_path / "w1" / "trials.csv").read_text().splitlines()
+    assert trials[1].split(",")[2] == "defaults"  # the production defaults are measured first
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_interrupted_study_resumes_to_the_same_result(scenario, tmp_path, sig):
+    reference = tmp_path / "uninterrupted"
+    tune(scenario, reference, "--workers", "2")
+    out = tmp_path / "interrupted"
+    db = out / "study.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simlab", "tune", str(scenario), "--out", str(out), "--quiet", "--workers", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while completed_trials(db) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the study finished before it could be interrupted"
+    os.killpg(proc.pid, sig)
+    proc.wait(timeout=60)
+    before = all_trials(db)
+    assert completed_trials(db) >= 3
+    tune(scenario, out, "--workers", "2")
+    assert all_trials(db) >= before  # the trial count only grows
+    for name in OUTPUTS:
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_more_trials_continue_the_study(scenario, tmp_path):
+    out = tmp_path / "grow"
+    tune(scenario, out, "--trials", "4")
+    assert completed_trials(out / "study.db") == 4
+    tune(scenario, out, "--trials", "8")
+    assert completed_trials(out / "study.db") == 8
+
+
+def test_bad_tuning_input_exits_2_and_keeps_trials(scenario, tmp_path):
+    out = tmp_path / "keep"
+    tune(scenario, out, "--trials", "4")
+    db = out / "study.db"
+    stored = all_trials(db)
+    # same study name, different objective: refused, nothing overwritten
+    proc = tune(scenario, out, "--trials", "6", "--objective", "p99", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "different" in proc.stderr and "tune-small" in proc.stderr
+    assert all_trials(db) == stored
+    proc = tune(scenario, out, "--trials", "6", "--mode", "multi", check=False)
+    assert proc.returncode == 2 and all_trials(db) == stored
+    # an unreachable storage URL
+    proc = tune(scenario, tmp_path / "x", "--storage", "postgresql://nobody:pw@127.0.0.1:9/none", check=False)
+    assert proc.returncode == 2 and "cannot open storage" in proc.stderr and "pw" not in proc.stderr
+    # inverted and out-of-range bounds
+    for bounds, expect in (
+        ('windowMs = [5000, 1000]', "inverted"),
+        ('batchMaxConcurrency = [1, 8]', "leaves no slot"),
+        ('batchMinConcurrency = [0, 3]', "allow_zero_min"),
+        ('smoothingAlpha = [0.1, 2]', "<= 1"),
+        ('windowMS = [1, 2]', "did you mean"),
+    ):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(SMALL + f"\n[tune.bounds]\n{bounds}\n")
+        proc = tune(bad, tmp_path / "bad", check=False)
+        assert proc.returncode == 2, bounds
+        assert "Traceback" not in proc.stderr and expect in proc.stderr and "bad.toml" in proc.stderr, proc.stderr
+
+
+def test_multi_objective_mode_writes_a_pareto_front(scenario, tmp_path):
+    out = tmp_path / "multi"
+    tune(scenario, out, "--mode", "multi", "--trials", "8")
+    summary = (out / "validation-summary.csv").read_text()
+    assert "pareto-1" in summary
+    assert (out / "pareto" / "pareto-1.json").exists() and (out / "best-options.json").exists()
