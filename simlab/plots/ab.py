@@ -276,10 +276,10 @@ def _grid(n: int) -> tuple[int, int]:
     return math.ceil(n / 2), 2
 
 
-def _time_panels(d: AbDir, policies: list[str], height_per_row: float):
+def _time_panels(d: AbDir, policies: list[str], height_per_row: float, sharey: bool = True):
     rows, cols = _grid(len(policies))
     fig = style.new_figure(size=(style.WIDE[0] + (1.5 if cols == 2 else 0), 1.6 + height_per_row * rows))
-    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)).ravel()
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=sharey, squeeze=False)).ravel()
     for ax in axes[len(policies):]:
         ax.set_visible(False)
     for ax, p in zip(axes, policies):
@@ -297,7 +297,9 @@ def batch_cap_inflight(d: AbDir):
     series = {p: s for p, s in series.items() if s is not None and len(s)}
     if not series:
         raise MissingInput("no series.csv")
-    fig, axes = _time_panels(d, list(series), 3.3)
+    # One policy with thousands in flight (unscheduled) would flatten the others on a shared scale.
+    peaks = [max(1.0, float((s["in_flight_interactive"] + s["in_flight_batch"]).max())) for s in series.values()]
+    fig, axes = _time_panels(d, list(series), 3.3, sharey=max(peaks) / min(peaks) <= 3)
     top = 1.0
     for ax, (p, s) in zip(axes, series.items()):
         t = s["t_ms"].to_numpy() / 1000.0
@@ -427,7 +429,7 @@ def tradeoff(d: AbDir):
     for v, into in ((no_batch, xs), (alone, ys)):
         if v is not None:
             into.append(v)
-    log_x = min(xs) > 0 and max(xs) / min(xs) > 100
+    log_x = min(xs) > 0 and max(xs) / min(xs) > 20
     fx = np.log10 if log_x else (lambda v: np.asarray(v, dtype=float))
     gx = (lambda v: 10.0 ** np.asarray(v)) if log_x else (lambda v: v)
     x0, x1 = float(fx(min(xs))), float(fx(max(xs)))

@@ -123,9 +123,12 @@ def load_or_create(ctx: TuneContext) -> optuna.Study:
     try:
         study = optuna.load_study(study_name=ctx.study_name, storage=storage, sampler=make_sampler(ctx.tune.sampler_seed, 0))
     except KeyError:
+        # load_if_exists: joined workers may race to create the same study
         study = optuna.create_study(study_name=ctx.study_name, storage=storage, directions=directions,
-                                    sampler=make_sampler(ctx.tune.sampler_seed, 0))
-        for key, value in ctx.identity.items():
+                                    sampler=make_sampler(ctx.tune.sampler_seed, 0), load_if_exists=True)
+    fresh = "simlab_objective" not in study.user_attrs and not study.get_trials(deepcopy=False)
+    if fresh and [d.name.lower() for d in study.directions] == directions:
+        for key, value in ctx.identity.items():  # a new study (possibly just made by a peer)
             study.set_user_attr(key, value)
         study.set_user_attr("reference_throughput_per_min", ctx.reference_throughput)
         return study
