@@ -17,9 +17,15 @@ HEADLINE = [
 ]
 
 
+FAILURES = [("interactive_failed", "interactive failed"), ("batch_failed", "batch failed")]
+
+
 def policy_rows(result) -> tuple[list[str], list[list[str]]]:
-    header = ["policy"] + [label for _, label in HEADLINE]
-    rows = [[p] + [fmt_ci(*result.aggregate[p][m]) for m, _ in HEADLINE] for p in result.policies]
+    # Failed requests (e.g. 429s past the retry budget) change what the other columns mean: show them if any.
+    failed = any(r["interactive_failed"] or r["batch_failed"] for r in result.rows)
+    columns = HEADLINE + (FAILURES if failed else [])
+    header = ["policy"] + [label for _, label in columns]
+    rows = [[p] + [fmt_ci(*result.aggregate[p][m]) for m, _ in columns] for p in result.policies]
     return header, rows
 
 
