@@ -107,10 +107,17 @@ def figures(ctx: TuneContext, study, out: Path) -> list[str]:
                 pass  # too few distinct trials to estimate importances
             axes = ovm.plot_slice(study, target=(lambda t: t.values[0]), target_name=objective)
             fig = axes.flat[0].figure if hasattr(axes, "flat") else axes.figure
-            fig.set_size_inches(4.2 * len(ctx.space.bounds), 5.5)
+            fig.set_size_inches(max(13.0, 3.0 * len(ctx.space.bounds) + 2), 6.0)
             fig.suptitle(f"{name}: objective against each option")
             keep(fig, "slices")
-        if done:
+        if done and ctx.multi:
+            ax = ovm.plot_pareto_front(study, target_names=[objective, "batch throughput (jobs/min)"],
+                                       constraints_func=constraint_of)
+            fig = ax.figure
+            fig.set_size_inches(*style.WIDE)
+            ax.set_title(f"{name}: Pareto front, P95 vs batch throughput (feasible and infeasible trials)")
+            keep(fig, "pareto_front")
+        elif done:
             keep(tradeoff_figure(ctx, study, done), "pareto_front")
     return made
 
@@ -140,8 +147,10 @@ def tradeoff_figure(ctx: TuneContext, study, done):
     ax.axvline(need, color="#222222", ls="--", lw=2, label=f"required: {ctx.tune.throughput_fraction:g} x {ctx.tune.reference} = {need:,.0f}/min")
     ax.set_xlabel("batch throughput (jobs/min, mean over search seeds)")
     ax.set_ylabel(f"interactive {ctx.tune.objective.upper()} (ms)")
-    ax.set_yscale("log")
-    style.plain_log_ticks(ax.yaxis)
+    values = [p(t) for t in done if p(t)]
+    if values and max(values) / max(min(values), 1e-9) > 5:
+        ax.set_yscale("log")
+        style.plain_log_ticks(ax.yaxis)
     ax.legend(loc="best")
     style.title(fig, f"{ctx.scenario.name}: interactive latency vs batch throughput, every trial (better: down and right)")
     return fig
@@ -237,6 +246,12 @@ def verdict_lines(ctx, summary, pick) -> list[str]:
                "latency that keeps batch work at the required pace." if not defaults["meets_constraint"]
                else "and meet the constraint too: keep the defaults.")
         )
+    reference = by["reference"]
+    out.append(
+        f"\nAgainst the reference arm (`{ctx.tune.reference}` at the production options, "
+        f"{fmt_num(reference['holdout_throughput_per_min'])} batch/min): tuned {metric} {ms(pick)} vs {ms(reference)}, "
+        f"paired difference {fmt_ci(pick['vs_reference_diff_ms'], pick['vs_reference_ci_low'], pick['vs_reference_ci_high'])} ms."
+    )
     so = pick["search_objective_ms"]
     if so is not None and math.isfinite(pick["holdout_objective_ci_low"]) and so < pick["holdout_objective_ci_low"]:
         out.append(

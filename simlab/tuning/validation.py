@@ -111,6 +111,7 @@ def validate(ctx: TuneContext, candidates: list[Candidate], out: Path, workers: 
         obj = mean_ci([r[metric] for r in mine])
         thr = mean_ci([r["batch_throughput_per_min"] for r in mine])
         vs = paired([r[metric] for r in mine], [r[metric] for r in by["defaults"]])
+        vs_ref = paired([r[metric] for r in mine], [r[metric] for r in by["reference"]])
         d_obj = mean_ci([r[metric] for r in by["defaults"]])
         t = c.trial
         summary.append(
@@ -130,6 +131,9 @@ def validate(ctx: TuneContext, candidates: list[Candidate], out: Path, workers: 
                 "vs_defaults_diff_ms": vs["diff"],
                 "vs_defaults_ci_low": vs["diff_ci_low"],
                 "vs_defaults_ci_high": vs["diff_ci_high"],
+                "vs_reference_diff_ms": vs_ref["diff"],
+                "vs_reference_ci_low": vs_ref["diff_ci_low"],
+                "vs_reference_ci_high": vs_ref["diff_ci_high"],
                 "beats_defaults_ci_disjoint": bool(c.label != "defaults" and obj[2] < d_obj[1]),
                 "cis_overlap_defaults": intervals_overlap(obj[1:], d_obj[1:]) if all(map(math.isfinite, obj[1:] + d_obj[1:])) else True,
                 "options": c.options.to_json_dict(),
