@@ -19,6 +19,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# The committed reference set (tables, figures, reports of every bundled scenario); a test diffs the tables.
+results: $(STAMP)
+	scripts/make-results.sh results/reference
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 

@@ -257,11 +257,11 @@ class Monitor:
 
 def sandwich(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each instant in t: (intervals [a, b) open strictly around it, intervals touching it)."""
+    # With a <= b: #{a <= t} - #{b < t} = #{a <= t <= b} exactly; #{a < t} - #{b <= t} = #{a < t < b} minus the
+    # zero-length intervals at t, still a lower bound (and those are never visible to a sampler anyway).
     a_sorted, b_sorted = np.sort(a), np.sort(b)
     lower = np.searchsorted(a_sorted, t, side="left") - np.searchsorted(b_sorted, t, side="right")
     upper = np.searchsorted(a_sorted, t, side="right") - np.searchsorted(b_sorted, t, side="left")
-    # lower: a < t minus b <= t (all with b <= t have a <= b <= t ... those with a < t); a == t == b counted
-    # in neither. Both are exact for intervals with a <= b.
     return lower, upper
 
 

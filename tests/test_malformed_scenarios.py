@@ -18,6 +18,8 @@ import pytest
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.slow  # ~65 CLI starts of ~1 s CPU each (pandas and scipy are imported before the scenario is read)
+
 FOLDER = Path("tests/malformed/scenarios")  # relative to ROOT, as a user in the repository types it
 
 # file -> (the file the message must name, the place it must name, other words it must contain)

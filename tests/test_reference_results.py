@@ -1,0 +1,38 @@
+"""`make results` reproduces the committed reference tables exactly: a change in behaviour shows up as a diff."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+REFERENCE = ROOT / "results" / "reference"
+TABLES = ("summary.csv", "policies.csv", "comparison.csv", "verdicts.csv", "bounds.csv")
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reference")
+    subprocess.run(["bash", "scripts/make-results.sh", str(out), "--no-figures"], cwd=ROOT, check=True,
+                   capture_output=True, text=True, timeout=900)
+    return out
+
+
+SCENARIOS = sorted(p.name for p in REFERENCE.iterdir() if p.is_dir()) if REFERENCE.exists() else []
+
+
+def test_every_bundled_scenario_has_reference_results():
+    bundled = sorted(p.stem for p in (ROOT / "scenarios").glob("*.toml"))
+    assert SCENARIOS == bundled
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_reference_tables_are_reproduced(regenerated, scenario):
+    for name in TABLES:
+        committed = REFERENCE / scenario / name
+        fresh = regenerated / scenario / name
+        assert committed.exists(), committed
+        assert fresh.read_bytes() == committed.read_bytes(), f"{scenario}/{name} differs: rerun `make results` and review"
