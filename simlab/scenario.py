@@ -393,6 +393,8 @@ def _check_semantics(s: Scenario) -> None:
                 raise InputError(s.path, where, "give both prompt_tokens and output_tokens, or neither")
             if not has_tokens and not has_service:
                 raise InputError(s.path, where, "needs `service` (ms distribution) or `prompt_tokens` and `output_tokens`")
+        if s.backend.kind == "api" and s.backend.tpm is not None and not has_tokens:
+            raise InputError(s.path, where, "backend.tpm limits tokens per minute, so this workload needs prompt_tokens and output_tokens")
         if s.backend.kind == "continuous-batching" and not has_tokens:
             raise InputError(s.path, where, "the continuous-batching backend needs token counts: give prompt_tokens and output_tokens")
         if not token_backend and not has_service and s.backend.token_time is None:
