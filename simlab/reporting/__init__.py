@@ -39,12 +39,11 @@ def build_report(dirs: list[str], out: str | None = None, title: str | None = No
     sources = collect(dirs)
     html_path, md_path = output_paths(dirs, out, sources[0].path)
     html_path, md_path = html_path.absolute(), md_path.absolute()
-    for s in sources:  # never overwrite a command's own report.md
-        for target in (html_path, md_path):
-            if target.resolve() == (s.path / target.name).resolve() and (s.path / target.name).exists() \
-                    and target.parent.resolve() == s.path.resolve():
-                raise InputError(None, "--out", f"{target} would overwrite the {s.kind} folder's own {target.name}; "
-                                 "choose another --out")
+    own = {(s.path / n).resolve() for s in sources for n in ("report.md", "report.html")}
+    for target in (html_path, md_path):
+        if target.resolve() in own:  # never overwrite a command's own report
+            raise InputError(None, "--out", f"{target} is a report that simlab wrote into an input folder; "
+                             "choose another --out")
     doc = build_document(sources, md_path.parent, title)
     html = render_html(doc)
     md = render_markdown(doc, md_path.parent)

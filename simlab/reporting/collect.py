@@ -38,6 +38,8 @@ class Source:
     files: dict = field(default_factory=dict)  # name -> parsed content (dict for JSON, list of rows for CSV)
     report: str = ""  # the command's own report.md, for its prose ("" when missing)
     figures: list[Path] = field(default_factory=list)  # PNGs, in the order the command's report.md shows them
+    label: str = ""  # the folder relative to the report, e.g. "ab/" (set when the document is built)
+    name: str = ""  # the scenario's name, or "fit of LOG"
 
     def has(self, name: str) -> bool:
         return self.files.get(name) is not None

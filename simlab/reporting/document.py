@@ -49,8 +49,9 @@ class Callout:
 class Table:
     header: list[str]
     rows: list[list[Cell]]
-    align: str = ""  # one letter per column, l or r; default: first column l, the others r
-    compact: bool = False  # a key/value or long table: smaller type
+    align: str = ""  # one letter per column, l, c or r; default: first column l, the others r
+    compact: bool = False  # a long table: smaller type
+    narrow: bool = False  # as wide as its content (a few columns of short values), not the page
 
     def alignment(self, i: int) -> str:
         if i < len(self.align):

@@ -29,8 +29,8 @@ def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
             "state": t.state.name,
             "origin": t.user_attrs.get("origin", "sampled"),
         }
-        for k in keys:
-            row[k] = opts.get(k, t.params.get(k))
+        for k in keys:  # the options evaluated (the defaults may have no smoothing at all)
+            row[k] = opts.get(k) if opts else t.params.get(k)
         values = t.values or []
         row["objective_ms"] = values[0] if values else None
         row["p95_mean_ms"] = t.user_attrs.get("p95_mean")

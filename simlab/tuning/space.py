@@ -94,9 +94,11 @@ _FIELD = {
 def params_of(options: SchedulerOptions, space: Space) -> dict:
     """The tunable values of given options (to enqueue the defaults as a trial)."""
     out = {}
-    for key in space.bounds:
+    for key, (lo, _) in space.bounds.items():
         value = getattr(options, _FIELD[key])
         if value is None:
-            continue
+            # no smoothing: alpha = 1 behaves exactly the same; a tau has no exact equivalent, so the
+            # trial is evaluated with the production options themselves (see study.evaluate)
+            value = 1.0 if key == "smoothingAlpha" else lo
         out[key] = int(value) if key in INTEGER else float(value)
     return out

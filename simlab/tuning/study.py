@@ -194,7 +194,10 @@ def evaluate(ctx: TuneContext, number: int) -> None:
     trial = storage.get_trial(trial_id)
     if trial.state.is_finished():
         return
-    options = options_for(ctx.base, trial.params, ctx.scenario)
+    if trial.user_attrs.get("origin") == "defaults":
+        options = ctx.base.with_changes(policy="adaptive")  # exactly what runs in production today
+    else:
+        options = options_for(ctx.base, trial.params, ctx.scenario)
     metric = OBJECTIVE_METRIC[ctx.tune.objective]
     per_seed = [execute(ctx.scenario, Job(f"trial-{number}", options, s), None) for s in ctx.seeds]
     objective = [m[metric] for m in per_seed]

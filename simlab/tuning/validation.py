@@ -66,18 +66,10 @@ def choose(ctx: TuneContext, study) -> tuple[list[Candidate], str | None]:
             picks = []
             note = "no trial met the batch-throughput constraint"
     defaults = ctx.base.with_changes(policy="adaptive")
-    picks.append(Candidate("defaults", defaults, _trial_with(trials, defaults)))
+    picks.append(Candidate("defaults", defaults, next((t for t in trials if t.user_attrs.get("origin") == "defaults"), None)))
     picks.append(Candidate("reference", ctx.base.with_changes(policy=ctx.tune.reference)))
     picks.append(Candidate("bound-no-batch", ctx.base.with_changes(policy="unscheduled")))
     return picks, note
-
-
-def _trial_with(trials, options: SchedulerOptions):
-    want = options.to_json_dict()
-    for t in trials:
-        if t.user_attrs.get("options") == want:
-            return t
-    return None
 
 
 def holdout_seeds(ctx: TuneContext) -> list[int]:
