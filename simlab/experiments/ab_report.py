@@ -57,7 +57,7 @@ def _describe(scenario) -> str:
         }[a.process]()
         parts.append(f"{w.kind} `{w.name or w.kind}` with {how}")
     return (
-        f"{scenario.description or scenario.name}. The model: {world}; "
+        f"{(scenario.description or scenario.name).rstrip('.')}. The model: {world}; "
         + "; ".join(parts)
         + f"; arrivals for {scenario.duration_ms / 1000:g} s, interactive SLO P95 {scenario.slo_p95_ms:g} ms."
     )

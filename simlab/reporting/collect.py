@@ -186,13 +186,14 @@ _FIG = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
 
 
 def _figures(path: Path, report: str) -> list[Path]:
-    """The PNGs the command's report.md shows, in its order; without a report, figures/*.png by name."""
+    """The PNGs the command's report.md shows, in its order (a report that shows none: none, so stale figures of an
+    earlier run stay out); without a report.md, figures/*.png by name."""
     listed = []
     for rel in _FIG.findall(report):
         f = (path / rel)
         if f.is_file() and f not in listed:
             listed.append(f)
-    if not listed and (path / "figures").is_dir():
+    if not report and (path / "figures").is_dir():
         listed = sorted((path / "figures").glob("*.png"))
     return listed
 
