@@ -7,7 +7,6 @@ scenario file's folder. See README.md ("Scenario format") for an annotated examp
 
 from __future__ import annotations
 
-import math
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -15,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simlab.errors import InputError, did_you_mean
-from simlab.policies.options import POLICY_NAMES, SchedulerOptions, options_from_dict
+from simlab.policies.options import SchedulerOptions, options_from_dict
 
 
 class Strict(BaseModel):
@@ -400,7 +399,7 @@ def _check_semantics(s: Scenario) -> None:
         if not token_backend and not has_service and s.backend.token_time is None:
             raise InputError(
                 s.path, where,
-                f"has token counts but no service time: give `service`, or backend.token_time to turn tokens into ms",
+                "has token counts but no service time: give `service`, or backend.token_time to turn tokens into ms",
             )
         if isinstance(arr, ClosedLoop) and arr.requests_per_user is None and _always_zero(arr.think):
             tt = s.backend.token_time

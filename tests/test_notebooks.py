@@ -4,7 +4,6 @@ project's .venv), from notebooks/ as Jupyter starts them, and each is stored wit
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from simlab.atomic import atomic_write_text
-    from simlab.experiments.ab import _csv
+    from simlab.experiments.tables import csv_text
     from simlab.experiments.metrics import SUMMARY_COLUMNS
     from simlab.experiments.runner import Job, run_jobs
     from simlab.experiments.tables import fmt_num, text_table
@@ -25,7 +25,7 @@ def main(args) -> int:
     out = out_dir(args, scenario, f"run-{options.policy}")
     jobs = [Job(options.policy, options, s, keep_tasks=True) for s in seeds(args, scenario, default_replications=1)]
     rows = run_jobs(scenario, jobs, out, positive(args.workers, "--workers"), progress=not args.quiet)
-    atomic_write_text(out / "summary.csv", _csv(rows, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(rows, SUMMARY_COLUMNS))
     cols = ["seed", "interactive_p50_ms", "interactive_p95_ms", "interactive_p99_ms", "batch_completed",
             "batch_throughput_per_min", "max_in_flight", "stranded"]
     print(text_table(cols, [[str(r[c]) if c == "seed" else fmt_num(r[c]) for c in cols] for r in rows]))

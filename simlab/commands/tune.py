@@ -111,7 +111,7 @@ class _progress_bar:
 
 
 def _print_summary(ctx, summary, pick, note, out: Path, elapsed: float) -> None:
-    from simlab.experiments.tables import fmt_ci, fmt_num, text_table
+    from simlab.experiments.tables import fmt_ci, text_table
 
     metric = ctx.tune.objective.upper()
     print(f"{ctx.scenario.name}: held-out {metric} on {ctx.tune.holdout_seeds} fresh seeds (95% CI)\n")

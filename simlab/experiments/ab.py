@@ -3,8 +3,6 @@ the article's three verdicts, and two bounds that put the numbers in context."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -12,7 +10,8 @@ from pathlib import Path
 
 from simlab.atomic import atomic_write_text
 from simlab.experiments.metrics import SUMMARY_COLUMNS
-from simlab.experiments.runner import Job, _fmt, run_jobs
+from simlab.experiments.runner import Job, run_jobs
+from simlab.experiments.tables import csv_text
 from simlab.experiments.stats import intervals_overlap, mean_ci, paired
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
@@ -140,20 +139,11 @@ def judge(scenario: Scenario, options: SchedulerOptions, rows, aggregate, polici
 
 
 # --- files -------------------------------------------------------------------------------------------
-def _csv(rows: list[dict], columns) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow([_fmt(r.get(c)) for c in columns])
-    return buf.getvalue()
-
-
 def write_outputs(result: AbResult, scenario: Scenario, options: SchedulerOptions, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "summary.csv", _csv(result.rows, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(result.rows, SUMMARY_COLUMNS))
     if result.bounds:
-        atomic_write_text(out / "bounds.csv", _csv(result.bounds, SUMMARY_COLUMNS))
+        atomic_write_text(out / "bounds.csv", csv_text(result.bounds, SUMMARY_COLUMNS))
     agg_rows, agg_cols = [], ["policy", "n"]
     for m in AGGREGATED:
         agg_cols += [f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high"]
@@ -162,10 +152,10 @@ def write_outputs(result: AbResult, scenario: Scenario, options: SchedulerOption
         for m in AGGREGATED:
             row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = result.aggregate[p][m]
         agg_rows.append(row)
-    atomic_write_text(out / "policies.csv", _csv(agg_rows, agg_cols))
+    atomic_write_text(out / "policies.csv", csv_text(agg_rows, agg_cols))
     if result.comparisons:
-        atomic_write_text(out / "comparison.csv", _csv(result.comparisons, list(result.comparisons[0])))
-    atomic_write_text(out / "verdicts.csv", _csv(result.verdicts, list(result.verdicts[0])))
+        atomic_write_text(out / "comparison.csv", csv_text(result.comparisons, list(result.comparisons[0])))
+    atomic_write_text(out / "verdicts.csv", csv_text(result.verdicts, list(result.verdicts[0])))
     meta = {
         "scenario": scenario.name,
         "description": scenario.description,

@@ -118,8 +118,6 @@ def write_report(result, scenario, options, out: Path, figures: list[str]) -> No
         "",
     ]
     if result.bounds:
-        import math
-
         from simlab.experiments.stats import mean_ci
 
         nb = [r for r in result.bounds if r["policy"] == "bound-no-batch"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 import simlab
 from simlab.atomic import atomic_open, atomic_write_text
 from simlab.experiments.metrics import summarize
+from simlab.experiments.tables import csv_cell
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.engine import SERIES_COLUMNS, Engine, SimResult
@@ -64,19 +64,13 @@ def job_key(scenario: Scenario, job: Job) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def _fmt(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return repr(value) if isinstance(value, float) else str(value)
-
-
 def write_tasks(result: SimResult, path: Path) -> None:
     with atomic_open(path, "w", encoding="utf-8", newline="") as f:
         f.write("id,kind,source,arrival_ms,dispatch_ms,start_ms,end_ms,ttft_ms,outcome,retries,service_ms,prompt_tokens,output_tokens\n")
         for t in result.tasks:
             f.write(
                 ",".join(
-                    _fmt(v)
+                    csv_cell(v)
                     for v in (t.id, t.kind, t.source, t.arrival_ms, t.dispatch_ms, t.start_ms, t.end_ms, t.ttft_ms,
                               t.outcome or ("stranded" if t.dispatch_ms is None else "unfinished"), t.retries,
                               t.service_ms, t.prompt_tokens, t.output_tokens)
@@ -90,7 +84,7 @@ def write_series(result: SimResult, path: Path) -> None:
     with atomic_open(path, "w", encoding="utf-8", newline="") as f:
         f.write(",".join(SERIES_COLUMNS) + "\n")
         for row in zip(*cols):
-            f.write(",".join(_fmt(float(v)) for v in row) + "\n")
+            f.write(",".join(csv_cell(float(v)) for v in row) + "\n")
 
 
 def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:

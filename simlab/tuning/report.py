@@ -9,7 +9,7 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from simlab.atomic import atomic_write_text
-from simlab.experiments.ab import _csv
+from simlab.experiments.tables import csv_text
 from simlab.experiments.tables import fmt_ci, fmt_num, md_table
 from simlab.tuning.study import TuneContext, constraint_of, trials_by_slot
 from simlab.tuning.validation import completed, feasible, pareto_front
@@ -191,7 +191,7 @@ def write_report(ctx: TuneContext, study, out: Path, summary: list[dict], note: 
             "–" if s["config"] == "defaults" else fmt_ci(s["vs_defaults_diff_ms"], s["vs_defaults_ci_low"], s["vs_defaults_ci_high"]),
         ])
     lines += [md_table(["config", f"search {metric} ms", f"held-out {metric} ms [95% CI]", "held-out batch/min [95% CI]",
-                        f"meets >= {summary[0]['required_throughput_per_min']:,.1f}/min", f"vs defaults, paired ms [95% CI]"], rows), ""]
+                        f"meets >= {summary[0]['required_throughput_per_min']:,.1f}/min", "vs defaults, paired ms [95% CI]"], rows), ""]
     lines += verdict_lines(ctx, summary, pick)
     if pick is not None:
         lines += ["## Export", "", "`best-options.json`, for the production scheduler (`LmTrafficScheduler` options) and for "
@@ -275,7 +275,7 @@ def _safe(url: str) -> str:
 
 def write_tables(ctx, study, out: Path, rows, summary) -> None:
     trows, tcols = trial_rows(ctx, study)
-    atomic_write_text(out / "trials.csv", _csv(trows, tcols))
-    atomic_write_text(out / "validation.csv", _csv(rows, list(rows[0])))
+    atomic_write_text(out / "trials.csv", csv_text(trows, tcols))
+    atomic_write_text(out / "validation.csv", csv_text(rows, list(rows[0])))
     scols = [c for c in summary[0] if c != "options"]
-    atomic_write_text(out / "validation-summary.csv", _csv(summary, scols))
+    atomic_write_text(out / "validation-summary.csv", csv_text(summary, scols))

@@ -9,7 +9,6 @@ after Ctrl-C or kill -9 finishes the interrupted batch with the parameters alrea
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
