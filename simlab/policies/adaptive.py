@@ -80,6 +80,8 @@ class Adaptive(Priority):
         # After a drain, queued batch work with free slots means the cap is what holds it back.
         if not self._recheck or not len(self._batch) or self.running >= self.max_concurrency:
             return None
+        if self._cap >= self._bmax:
+            return None  # the cap is as high as it goes: only a finishing batch task can help
         now = self.clock()
         times = [self._window.next_expiry_ms()]
         if self._arrivals is not None:
