@@ -16,12 +16,14 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from simlab.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+
     from simlab.experiments.ab import run_ab
     from simlab.experiments.ab_report import terminal_table, write_report
     from simlab.policies import POLICY_NAMES
-    from simlab.scenario import load_scenario
 
-    scenario = load_scenario(args.scenario)
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
     for p in policies:
         if p not in POLICY_NAMES:

@@ -13,14 +13,15 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from simlab.atomic import atomic_write_text
-    from simlab.experiments.tables import csv_text
-    from simlab.experiments.metrics import SUMMARY_COLUMNS
-    from simlab.experiments.runner import Job, run_jobs
-    from simlab.experiments.tables import fmt_num, text_table
     from simlab.scenario import load_scenario
 
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+
+    from simlab.atomic import atomic_write_text
+    from simlab.experiments.metrics import SUMMARY_COLUMNS
+    from simlab.experiments.runner import Job, run_jobs
+    from simlab.experiments.tables import csv_text, fmt_num, text_table
+
     options = scenario_options(scenario, args.options, args.policy)
     out = out_dir(args, scenario, f"run-{options.policy}")
     jobs = [Job(options.policy, options, s, keep_tasks=True) for s in seeds(args, scenario, default_replications=1)]

@@ -28,15 +28,17 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from simlab.experiments.runner import Job, run_jobs
     from simlab.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+
+    from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space
     from simlab.tuning.study import TuneContext, join, optimize
     from simlab.tuning.validation import choose, validate
 
     started = time.perf_counter()
-    scenario = load_scenario(args.scenario)
     changes = {k: v for k, v in (("objective", args.objective), ("mode", args.mode)) if v is not None}
     if changes:
         scenario = scenario.model_copy(update={"tune": scenario.tune.model_copy(update=changes)})
