@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from simlab.errors import InputError, did_you_mean
+from simlab.errors import InputError, did_you_mean, read_text
 from simlab.policies.options import SchedulerOptions, options_from_dict
 
 
@@ -423,17 +423,9 @@ def _check_semantics(s: Scenario) -> None:
 
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
+    text = read_text(path, "scenario file", "a TOML scenario")
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, None, "scenario file not found") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read scenario ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(path, f"line {line}", "not UTF-8 text (expected a TOML scenario)") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, None, f"not valid TOML: {exc}") from None
     return scenario_from_dict(data, path)

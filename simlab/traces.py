@@ -7,7 +7,7 @@ import io
 import math
 from pathlib import Path
 
-from simlab.errors import InputError, did_you_mean
+from simlab.errors import InputError, did_you_mean, read_text
 from simlab.policies.base import KINDS, Task
 
 REQUIRED_COLUMNS = ("id", "kind", "arrival_ms", "service_ms")
@@ -32,25 +32,14 @@ def parse_ms(text: str, source, where: str, column: str, *, allow_empty: bool = 
 def read_trace(path: str | Path, required=REQUIRED_COLUMNS) -> tuple[list[Task], list[str]]:
     """Tasks in file order, and the header. Each task's extra columns are in `task.payload` (a dict)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, None, "trace file not found") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read trace file ({exc.strerror})") from None
-    try:
-        # Decoded whole so a bad byte is reported on its own line (a text handle decodes ahead, in chunks).
-        handle = io.StringIO(data.decode("utf-8-sig"), newline="")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(path, f"line {line}", f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save the trace as UTF-8 CSV") from None
+    handle = io.StringIO(read_text(path, "trace file", "a CSV trace"), newline="")
     with handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)
         except StopIteration:
             raise InputError(path, None, f"empty file (expected a CSV header with {','.join(required)})") from None
-        except (csv.Error, UnicodeDecodeError) as exc:
+        except csv.Error as exc:
             raise InputError(path, "line 1", f"not a readable CSV header ({exc})") from None
         header = [h.strip() for h in header]
         missing = [c for c in required if c not in header]
@@ -93,8 +82,6 @@ def read_trace(path: str | Path, required=REQUIRED_COLUMNS) -> tuple[list[Task],
                 tasks.append(Task(task_id, kind, arrival, service, payload))
         except csv.Error as exc:
             raise InputError(path, f"line {reader.line_num}", f"not valid CSV ({exc})") from None
-        except UnicodeDecodeError:
-            raise InputError(path, f"after line {line}", "not UTF-8 text") from None
     if not tasks:
         raise InputError(path, None, "no rows after the header (expected at least one task)")
     return tasks, header

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simlab.errors import InputError
+from simlab.errors import InputError, read_text
 
 BATCH_NAMES = ("batch_size", "concurrency", "num_seqs", "max_concurrency", "batch")
 PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_len", "prompt_len")
@@ -152,14 +152,7 @@ def _find(header_lower: dict[str, str], names) -> str | None:
 
 def read_table(path: str | Path, prompt_tokens: float | None = None, output_tokens: float | None = None) -> list[Row]:
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(path, None, "load-test table not found") from None
-    except UnicodeDecodeError:
-        raise InputError(path, None, "not UTF-8 text (expected a CSV table)") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read the table ({exc.strerror})") from None
+    text = read_text(path, "load-test table", "a CSV table")
     if not text.strip():
         raise InputError(path, None, "empty file (expected a CSV with batch_size or concurrency and a measurement)")
     try:

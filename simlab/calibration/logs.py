@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simlab.errors import InputError, did_you_mean
+from simlab.errors import InputError, did_you_mean, read_text
 
 KINDS = ("interactive", "batch")
 ROLES = ("arrival", "class", "service_ms", "prompt_tokens", "output_tokens")
@@ -133,12 +133,12 @@ def parse_classes(text: str | None) -> dict[str, str]:
 
 
 # --- reading the raw table --------------------------------------------------------------------------
-def _is_jsonl(path: Path, head: bytes) -> bool:
+def _is_jsonl(path: Path, head: str) -> bool:
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         return True
     if path.suffix.lower() in (".csv", ".tsv", ".txt"):
         return False
-    return head.lstrip()[:1] == b"{"
+    return head.lstrip()[:1] == "{"
 
 
 def _read_csv(path: Path, text: str) -> tuple[list[str], "callable"]:
@@ -339,22 +339,10 @@ def read_log(path: str | Path, mapping: dict | str | None = None, classes: dict 
     path = Path(path)
     mapping = parse_map(mapping) if isinstance(mapping, str) or mapping is None else mapping
     classes = parse_classes(classes) if isinstance(classes, str) or classes is None else classes
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, None, "log file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, None, "is a folder, not a log file") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read log file ({exc.strerror})") from None
-    if not data.strip():
+    text = read_text(path, "log file", "a CSV or JSON Lines log")
+    if not text.strip():
         raise InputError(path, None, "empty file (expected a CSV with a header, or JSON Lines)")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(path, f"line {line}", f"not UTF-8 text (byte 0x{data[exc.start]:02x}); save the log as UTF-8") from None
-    jsonl = _is_jsonl(path, data[:64])
+    jsonl = _is_jsonl(path, text[:64])
     header, load = (_read_jsonl if jsonl else _read_csv)(path, text)
     chosen, layout = _detect(header, mapping, path)
     frame = load(sorted({c for c, _ in chosen.values()}, key=header.index))

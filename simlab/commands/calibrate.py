@@ -6,7 +6,7 @@ import argparse
 from textwrap import fill
 import sys
 
-from simlab.commands.common import out_dir, positive, seeds
+from simlab.commands.common import add_experiment_args, out_dir, positive, seeds
 from simlab.errors import InputError
 
 EPILOG = """\
@@ -33,18 +33,12 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("scenario", help="scenario TOML file with open-loop interactive arrivals")
-    p.add_argument("--options", help="scheduler options JSON to start from (default: the scenario's [scheduler])")
-    p.add_argument("--seed", type=int, help="first seed (default: the scenario's [experiment] seed)")
-    p.add_argument("--replications", type=int, help="seeds per point (default: the scenario's, at most 5)")
+    add_experiment_args(p)  # scenario, --options, --seed, --replications (per point; at most 5 by default), ...
     p.add_argument("--rates", help="interactive rates to try, req/s, comma-separated (default: an automatic ramp)")
     p.add_argument("--refine", type=int, default=3, help="bisections of the bracket around each knee (default 3)")
     p.add_argument("--slo-ms", type=float, help="interactive P95 SLO (default: the scenario's slo_p95_ms)")
     p.add_argument("--no-verify", action="store_true", help="skip the adaptive run with the recommended options")
     p.add_argument("--no-figures", action="store_true", help="skip the figure")
-    p.add_argument("--out", help="output folder (default results/SCENARIO/calibrate)")
-    p.add_argument("--workers", type=int, default=1, help="parallel processes (results do not depend on it)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=main)
 
 

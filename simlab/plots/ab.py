@@ -490,9 +490,9 @@ def tradeoff(d: AbDir):
     to_px = ax.transData.transform
     for r in pts.values():  # the error bars: a label on one would hide where a CI ends
         x, y = r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]
-        (ax0, ay0), (ax1, ay1) = to_px((val(r, X_METRIC, "ci_low"), y)), to_px((val(r, X_METRIC, "ci_high"), y))
+        (ax0, ay0), (ax1, _) = to_px((val(r, X_METRIC, "ci_low"), y)), to_px((val(r, X_METRIC, "ci_high"), y))
         avoid.append(Bbox([[min(ax0, ax1), ay0 - 4], [max(ax0, ax1), ay0 + 4]]))
-        (bx0, by0), (bx1, by1) = to_px((x, val(r, Y_METRIC, "ci_low"))), to_px((x, val(r, Y_METRIC, "ci_high")))
+        (bx0, by0), (_, by1) = to_px((x, val(r, Y_METRIC, "ci_low"))), to_px((x, val(r, Y_METRIC, "ci_high")))
         avoid.append(Bbox([[bx0 - 4, min(by0, by1)], [bx0 + 4, max(by0, by1)]]))
     _label_points(ax, renderer, [(p, r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]) for p, r in pts.items()],
                   d.colors, avoid)
