@@ -21,7 +21,7 @@ def main(args) -> int:
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
 
     from simlab.experiments.ab import run_ab
-    from simlab.experiments.ab_report import terminal_table, write_report
+    from simlab.experiments.ab_report import terminal_table
     from simlab.policies import POLICY_NAMES
 
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
@@ -33,15 +33,9 @@ def main(args) -> int:
     run_seeds = seeds(args, scenario)
     out = out_dir(args, scenario, "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet)
-    figures = []
-    if not args.no_figures:
-        from simlab.plots.ab import ab_figures
-
-        figures = ab_figures(out)
-    write_report(result, scenario, options, out, figures)
+                    progress=not args.quiet, figures=not args.no_figures)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(result))
-    print(f"\nreport: {out}/report.md  tables: {out}/summary.csv, {out}/comparison.csv"
-          + (f"  figures: {out}/figures/" if figures else ""))
+    print(f"\nreport: {out}/report.md  record: {out}/result.json  tables: {out}/summary.csv, {out}/comparison.csv"
+          + (f"  figures: {out}/figures/" if result.figures else ""))
     return 0
