@@ -165,8 +165,9 @@ def ab_blocks(r: AbRecord, level: int = 2) -> list:
 # --- the terminal and report.md ---------------------------------------------------------------------------------
 
 def _plain(c: Cell) -> str:
+    text = "capacity" if c.status == CAPACITY else c.text  # the full sentence once, below the table
     if c.status in (PASS, FAIL, CAPACITY) and c.sub:
-        return f"{c.text} ({c.sub})"
+        return f"{text} ({c.sub})"
     return c.line()
 
 
@@ -175,6 +176,8 @@ def terminal_table(r: AbRecord) -> str:
     out = [text_table(pol.header, [[_plain(c) for c in row] for row in pol.rows]), "",
            "success criteria (worst seed):",
            text_table(ver.header, [[_plain(c) for c in row] for row in ver.rows])]
+    if r.capacity_limited:
+        out.append(f"{CAPACITY_TEXT}: with batch absent, P95 stays above the SLO too.")
     for item in bound_items(r):
         out.append("bound: " + item.replace("**", ""))
     return "\n".join(out)
