@@ -26,7 +26,7 @@ def main(args) -> int:
     capacity_check(scenario)
 
     from simlab.experiments.ab import run_ab
-    from simlab.experiments.ab_report import terminal_table, write_report
+    from simlab.experiments.ab_report import terminal_table
     from simlab.policies import POLICY_NAMES
 
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
@@ -39,17 +39,11 @@ def main(args) -> int:
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet)
-    figures = []
-    if not args.no_figures:
-        from simlab.plots.ab import ab_figures
-
-        figures = ab_figures(out)
-    write_report(result, scenario, options, out, figures)
+                    progress=not args.quiet, figures=not args.no_figures)
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(result))
-    print(f"\nreport: {out}/report.md  tables: {out}/summary.csv, {out}/comparison.csv"
-          + (f"  figures: {out}/figures/" if figures else ""))
+    print(f"\nreport: {out}/report.md  record: {out}/result.json  tables: {out}/summary.csv, {out}/comparison.csv"
+          + (f"  figures: {out}/figures/" if result.figures else ""))
     return 0
