@@ -12,6 +12,8 @@ def register(sub) -> None:
     p.add_argument("--policies", help="comma-separated (default: the scenario's, else unscheduled,priority,static,adaptive)")
     p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.add_argument("--no-frontier", action="store_true",
+                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1) and the verdict")
     p.set_defaults(func=main)
 
 
@@ -34,6 +36,11 @@ def main(args) -> int:
     out = out_dir(args, scenario, "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
                     progress=not args.quiet)
+    decision = None
+    if not args.no_frontier:
+        from simlab.decision.ab import ab_decision
+
+        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet)
     figures = []
     if not args.no_figures:
         from simlab.plots.ab import ab_figures
@@ -42,6 +49,9 @@ def main(args) -> int:
     write_report(result, scenario, options, out, figures)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(result))
+    if decision is not None:
+        print(f"\nverdict ({scenario.decision.rule} rule, static caps 1..{options.max_concurrency - 1} swept): "
+              f"{decision[0].sentence}")
     print(f"\nreport: {out}/report.md  tables: {out}/summary.csv, {out}/comparison.csv"
           + (f"  figures: {out}/figures/" if figures else ""))
     return 0
