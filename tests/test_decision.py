@@ -108,3 +108,68 @@ def test_production_options_are_the_scheduler_options_shape():
     with pytest.raises(ValueError, match="recheckOnExpiry"):
         production_options(options_from_dict({**DEFAULTS, "batchMinConcurrency": 1, "recheckOnExpiry": True,
                                               "interactiveP95LatencyMs": 500}))
+
+
+SMALL = """
+name = "tiny-decide"
+duration_ms = 8_000
+slo_p95_ms = 400
+
+[backend]
+kind = "slots"
+slots = 4
+
+[scheduler]
+maxConcurrency = 4
+batchMaxConcurrency = 3
+batchMinConcurrency = 1
+interactiveRpsThreshold = 8
+interactiveP95LatencyMs = 300
+windowMs = 3000
+
+[[workload]]
+name = "chat"
+class = "interactive"
+arrivals = { process = "poisson", rate_per_s = 8 }
+service = { dist = "lognormal", median = 80, p95 = 300 }
+
+[[workload]]
+name = "backlog"
+class = "batch"
+arrivals = { process = "burst", count = 40, at_ms = 0 }
+service = { dist = "lognormal", median = 300, p95 = 700 }
+
+[conditions]
+load = [0.5, 1.5]
+batch_at_ms = [2000]
+
+[tune]
+trials = 4
+seeds = 2
+holdout_seeds = 3
+batch_size = 2
+"""
+
+
+def test_decide_cli_answers_and_exports_production_options(tmp_path):
+    import json
+
+    from tests.helpers import simlab
+
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(SMALL)
+    proc = simlab("decide", scen, "--out", tmp_path / "out", "--quiet", check=False)
+    assert proc.returncode in (0, 3), proc.stderr
+    out = tmp_path / "out"
+    ans = AnswerRecord.load(out / "answer.json")
+    assert ans.sentence and ans.sentence.splitlines()[0] in proc.stdout
+    assert (out / "report.md").read_text().splitlines()[2] == f"**{ans.sentence}**"
+    assert ans.held_out_total == 3  # load-x0.5, load-x1.5, batch-at-2s
+    if proc.returncode == 0:
+        opts = json.loads((out / "best-options.json").read_text())
+        assert set(opts) <= {"maxConcurrency", "batchMaxConcurrency", "batchMinConcurrency", "interactiveRpsThreshold",
+                             "interactiveP95LatencyMs", "windowMs", "smoothingAlpha"}
+        if ans.chosen_family == "static":
+            assert opts["batchMinConcurrency"] == opts["batchMaxConcurrency"] == int(ans.chosen.split("-")[1])
+    else:
+        assert not (out / "best-options.json").exists()

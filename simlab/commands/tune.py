@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +32,11 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    return run(scenario, args)[0]
 
+
+def run(scenario, args) -> tuple[int, dict | None]:
+    """Tune, validate, export; (exit code, the chosen configuration's validation summary row)."""
     from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space
@@ -59,6 +64,7 @@ def main(args) -> int:
     ref_thr = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
 
     ctx = TuneContext(scenario, base, space, storage, args.study or scenario.name, seeds, ref_thr)
+    ctx.reference_per_seed = [m["batch_throughput_per_min"] for m in ref]  # pairs the constraint per seed
     ctx.identity = {
         "simlab_objective": f"{tune.mode}:{tune.objective}",
         "simlab_scenario": scenario.name,
@@ -78,7 +84,14 @@ def main(args) -> int:
     figs = figures(ctx, study, out)
     write_report(ctx, study, out, summary, note, pick, figs)
     _print_summary(ctx, summary, pick, note, out, time.perf_counter() - started)
-    return 0
+    if pick is not None and not pick["meets_constraint"]:
+        from simlab.tuning.report import CANDIDATE_FILE
+
+        print(f"\nnot exported: the chosen options miss the batch-throughput constraint on held-out seeds "
+              f"(paired margin's lower CI bound {pick['throughput_margin_ci_low']:,.1f}/min < 0); "
+              f"candidate written to {out}/{CANDIDATE_FILE}", file=sys.stderr)
+        return 3, pick
+    return 0, pick
 
 
 def _setup_hash(scenario, base, space, seeds) -> str:
@@ -123,6 +136,6 @@ def _print_summary(ctx, summary, pick, note, out: Path, elapsed: float) -> None:
     print(text_table(["config", f"{metric} ms", "batch/min", "meets constraint"], rows))
     if note:
         print(f"\nnote: {note}")
-    if pick is not None:
+    if pick is not None and pick["meets_constraint"]:
         print(f"\nbest options: {out}/best-options.json")
     print(f"report: {out}/report.md  trials: {out}/trials.csv  ({elapsed:.1f} s)")

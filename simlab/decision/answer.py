@@ -59,14 +59,16 @@ def _ci(t) -> str:
 def sentence(a: AnswerRecord, options_file: str = "best-options.json") -> str:
     if a.chosen is None:
         return f"No recommendation: {a.reason}."
-    held = f"; holds on {a.held_out_holds} of {a.held_out_total} held-out traffic conditions" if a.held_out_total else ""
+    held = (f"; no static cap beats it on {a.held_out_holds} of {a.held_out_total} held-out traffic conditions taken one by one"
+            if a.held_out_total else "")
     bound = f" (bound {a.bound_p95:,.0f})" if a.bound_p95 is not None and math.isfinite(a.bound_p95) else ""
     if a.chosen_family == "static":
         extra = ""
         if a.adaptive_dominated_by_static:
-            extra = f"; {', '.join(a.adaptive_dominated_by_static)} is dominated by a static cap"
+            d = a.adaptive_dominated_by_static
+            extra = f"; {', '.join(d)} {'is' if len(d) == 1 else 'are'} dominated by a static cap"
         return (f"A static cap of {_cap(a.chosen)} is as good here: adaptive adds nothing measurable on this traffic "
-                f"(P95 {_ci(a.p95)} ms{bound}, {a.throughput[0]:,.0f} jobs/min; export it as {options_file} with "
+                f"(P95 {_ci(a.p95)} ms{bound}, {a.throughput[0]:,.0f} jobs/min; as options: "
                 f"batchMinConcurrency = batchMaxConcurrency = {_cap(a.chosen)}){extra}{held}.")
     if a.chosen_family == "adaptive":
         vs = ""

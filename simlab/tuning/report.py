@@ -56,8 +56,15 @@ def write_best(out: Path, summary: list[dict], multi: bool) -> dict | None:
         pick = picks[0] if picks else None
     if pick is None:
         return None
-    atomic_write_text(out / "best-options.json", json.dumps(_production(pick["options"]), indent=2) + "\n")
+    # only validated options become best-options.json; otherwise a file whose name says what it is
+    stale = out / ("best-options.json" if not pick["meets_constraint"] else CANDIDATE_FILE)
+    stale.unlink(missing_ok=True)
+    name = "best-options.json" if pick["meets_constraint"] else CANDIDATE_FILE
+    atomic_write_text(out / name, json.dumps(_production(pick["options"]), indent=2) + "\n")
     return pick
+
+
+CANDIDATE_FILE = "candidate-options-NOT-VALIDATED.json"
 
 
 def _production(options: dict) -> dict:
