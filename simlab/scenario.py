@@ -244,7 +244,7 @@ class Tune(Strict):
     smoothing: Literal["alpha", "tau", "none"] = "alpha"
     allow_zero_min: bool = False
     recheck_on_expiry: bool = False
-    bounds: dict[str, tuple[float, float]] = {}
+    bounds: dict[str, Annotated[list[float], Field(min_length=2, max_length=2)]] = {}  # [low, high]
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -318,6 +318,7 @@ class Scenario(Strict):
     max_sim_ms: float | None = Field(default=None, gt=0)  # hard stop (default 20 x duration)
     slo_p95_ms: float = Field(default=2000.0, gt=0)  # the interactive business limit
     sample_ms: float | None = Field(default=None, gt=0)  # time-series resolution
+    max_tasks: int = Field(default=2_000_000, ge=1)  # closed-loop requests per run before it is stopped as endless
     backend: Backend
     workload: list[Workload] = Field(min_length=1)
     scheduler: dict[str, Any] = {}
@@ -393,7 +394,8 @@ def _loc(loc: tuple) -> str:
 
 def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
     try:
-        scenario = Scenario.model_validate(data)
+        # strict, as options files: "60000" is not a number and `true` is not 1 (an int is still a float)
+        scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as exc:
         errors = exc.errors()
         # A typo in a required key gives "missing" and "unknown key" errors: the unknown key (with its

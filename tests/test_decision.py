@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ NOISE = RNG.normal(0, 1, 12)  # common random numbers: every arm sees the same p
 
 
 def arm(label, p95, thr, family="static", opts=None, jitter=0.2):
-    own = np.random.default_rng(abs(hash(label)) % 2**32).normal(0, jitter, 12)
+    own = np.random.default_rng(zlib.crc32(label.encode())).normal(0, jitter, 12)
     return Arm(label, opts or {"batchMaxConcurrency": 1}, list(p95 + 5 * NOISE + own), list(thr + 3 * NOISE + own), family)
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from simlab.commands.common import add_experiment_args, out_dir, positive, scenario_options, seeds
+from simlab.commands.common import (
+    add_experiment_args, bound_warning, capacity_check, out_dir, positive, scenario_options, seeds, warn,
+)
+from pathlib import Path
+
 from simlab.errors import InputError, did_you_mean
 
 
@@ -21,6 +25,7 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    capacity_check(scenario)
 
     from simlab.experiments.ab import run_ab
     from simlab.experiments.ab_report import terminal_table, write_report
@@ -33,7 +38,8 @@ def main(args) -> int:
     baseline = args.baseline if args.baseline in policies else policies[0]
     options = scenario_options(scenario, args.options, None)
     run_seeds = seeds(args, scenario)
-    out = out_dir(args, scenario, "ab")
+    # A/B of tuned options goes beside the baseline A/B, never over it
+    out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
                     progress=not args.quiet)
     decision = None
@@ -47,6 +53,8 @@ def main(args) -> int:
 
         figures = ab_figures(out)
     write_report(result, scenario, options, out, figures)
+    if (w := bound_warning(scenario, result.bounds)) is not None:
+        warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(result))
     if decision is not None:

@@ -6,7 +6,7 @@ import argparse
 from textwrap import fill
 import sys
 
-from simlab.commands.common import add_experiment_args, out_dir, positive, seeds
+from simlab.commands.common import add_experiment_args, capacity_check, out_dir, positive, seeds
 from simlab.errors import InputError
 
 EPILOG = """\
@@ -74,6 +74,7 @@ def main(args) -> int:
 
     scenario = load_scenario(args.scenario)
     interactive_workloads(scenario)
+    capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
     if args.replications is None:
         args.replications = min(scenario.experiment.replications, 5)
     run_seeds = seeds(args, scenario)

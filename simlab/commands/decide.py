@@ -57,7 +57,8 @@ def main(args) -> int:
     if trials > 0:
         # tuning searches on the first search condition (the search seeds); held-out conditions never enter it
         tune_args = argparse.Namespace(trials=trials, workers=workers, out=str(out / "tune"), storage=None, study=None,
-                                       options=args.options, objective=None, mode="single", join=False, quiet=args.quiet)
+                                       options=args.options, objective=None, mode="single", join=False, quiet=args.quiet,
+                                       force=True)  # decide applies its own rule and export gate
         code, pick = tune_cmd.run(search[0].apply(scenario), tune_args)
         if pick is not None:
             specs.append(Spec("adaptive-tuned", options_from_dict(pick["options"]), "adaptive"))

@@ -13,6 +13,7 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
+from simlab.errors import InputError
 from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
@@ -57,6 +58,7 @@ class Engine:
         self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
         self.tasks = open_loop_tasks(scenario, seed) if tasks is None else tasks
         self._wake_at = None
+        self._created = 0  # closed-loop tasks: the event budget
         self._rows: list[tuple] = []
         self.sample_ms = scenario.sample_ms or max(100.0, scenario.duration_ms / 1500.0)
 
@@ -104,11 +106,24 @@ class Engine:
             yield env.timeout(user.next_think_ms())
             if not user.more(env.now):
                 return
+            self._created += 1
+            if self._created > self.scenario.max_tasks:
+                raise self._endless(user)
             task = user.make_task(env.now)
             task.payload = done = env.event()
             self.tasks.append(task)
             self._start(self.policy.submit(task))
             yield done
+
+    def _endless(self, user: ClosedLoopUser) -> InputError:
+        wi = next(i for i, w in enumerate(self.scenario.workload) if w is user.workload)
+        where = f"workload[{wi}].arrivals"
+        return InputError(
+            self.scenario.path, where,
+            f"closed-loop users sent more than max_tasks = {self.scenario.max_tasks:,} requests by "
+            f"{self.env.now:,.3f} ms of simulated time: think and service times near zero would never let the run "
+            "end. Give think or service a longer time, set requests_per_user, or raise max_tasks.",
+        )
 
     # --- observation -----------------------------------------------------------------------------------
     def _sampler(self):
