@@ -14,7 +14,7 @@ EXIT_INPUT = 2
 EXIT_INTERNAL = 1
 
 # Each module in simlab/commands/ adds one subcommand.
-COMMANDS = ("run", "ab", "tune", "replay", "fit", "calibrate", "calibrate_gpu", "report")
+COMMANDS = ("run", "ab", "tune", "decide", "replay", "fit", "calibrate", "calibrate_gpu", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -237,6 +237,7 @@ class AbRecord:
     comparisons: list[Comparison]
     verdicts: list[Verdict]
     figures: list[str] = field(default_factory=list)  # PNGs relative to the folder, in display order
+    verdict: str = ""  # the decision rule's one-line answer over the static frontier ("" when not judged)
 
     @property
     def slo_p95_ms(self) -> float:
@@ -304,6 +305,7 @@ class TuneConfig:
     beats_defaults_ci_disjoint: bool
     cis_overlap_defaults: bool
     options: dict[str, Any]
+    throughput_margin_ci_low: float = math.nan  # lower CI bound of the paired margin over the required throughput
 
     def row(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "options"}

@@ -16,6 +16,8 @@ def register(sub) -> None:
     p.add_argument("--policies", help="comma-separated (default: the scenario's, else unscheduled,priority,static,adaptive)")
     p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.add_argument("--no-frontier", action="store_true",
+                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1) and the verdict")
     p.set_defaults(func=main)
 
 
@@ -40,6 +42,15 @@ def main(args) -> int:
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
                     progress=not args.quiet, figures=not args.no_figures)
+    if not args.no_frontier:
+        from simlab.decision.ab import ab_decision
+        from simlab.experiments.ab import write_outputs
+
+        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet)
+        if decision is not None:
+            result.verdict = (f"{decision[0].sentence} ({scenario.decision.rule} rule, static caps "
+                              f"1..{options.max_concurrency - 1} swept)")
+            write_outputs(result, out)
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")

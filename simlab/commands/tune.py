@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -32,8 +33,12 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
-    cap = capacity_check(scenario)
+    return run(scenario, args)[0]
 
+
+def run(scenario, args) -> tuple[int, dict | None]:
+    """Tune, validate, export; (exit code, the chosen configuration's validation summary row)."""
+    cap = capacity_check(scenario)
     from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space
@@ -72,6 +77,7 @@ def main(args) -> int:
     ran = run_jobs(scenario, jobs, out / "search", workers, progress)
     ref = ran[: len(seeds)]
     ctx.reference_throughput = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
+    ctx.reference_per_seed = [m["batch_throughput_per_min"] for m in ref]  # pairs the constraint per seed
     floor = bound_warning(scenario, ran[len(seeds):])
     if floor is not None:
         warn(floor)
@@ -98,7 +104,14 @@ def main(args) -> int:
             f"above), so no options were exported. The study, trials and report are kept in {out}; fix the "
             "capacity or the SLO, or rerun with --force to export the best options anyway.",
         )
-    return 0
+    if pick is not None and not pick["meets_constraint"]:
+        from simlab.tuning.report import CANDIDATE_FILE
+
+        print(f"\nnot exported: the chosen options miss the batch-throughput constraint on held-out seeds "
+              f"(paired margin's lower CI bound {pick['throughput_margin_ci_low']:,.1f}/min < 0); "
+              f"candidate written to {out}/{CANDIDATE_FILE}", file=sys.stderr)
+        return 3, pick
+    return 0, pick
 
 
 def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:

@@ -180,6 +180,8 @@ def terminal_table(r: AbRecord) -> str:
         out.append(f"{CAPACITY_TEXT}: with batch absent, P95 stays above the SLO too.")
     for item in bound_items(r):
         out.append("bound: " + item.replace("**", ""))
+    if r.verdict:
+        out += ["", "verdict: " + r.verdict.replace("**", "")]
     return "\n".join(out)
 
 
@@ -189,7 +191,10 @@ def write_report(r: AbRecord, out: Path) -> None:
 
     out = Path(out)
     doc = Document(f"A/B: {r.scenario}")
-    doc.add(Paragraph(r.scenario_text), Heading(2, "Results per policy"), *ab_blocks(r, 2))
+    doc.add(Paragraph(r.scenario_text))
+    if r.verdict:
+        doc.add(Heading(2, "Verdict"), Paragraph(r.verdict))
+    doc.add(Heading(2, "Results per policy"), *ab_blocks(r, 2))
     if r.figures:
         doc.add(Heading(2, "Figures"), *[Figure(out / f, caption(out / f)) for f in r.figures])
     doc.add(Heading(2, "Files"), Paragraph(

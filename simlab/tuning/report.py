@@ -57,8 +57,15 @@ def write_best(out: Path, summary: list[dict], multi: bool) -> dict | None:
         pick = picks[0] if picks else None
     if pick is None:
         return None
-    atomic_write_text(out / "best-options.json", json.dumps(_production(pick["options"]), indent=2) + "\n")
+    # only validated options become best-options.json; otherwise a file whose name says what it is
+    stale = out / ("best-options.json" if not pick["meets_constraint"] else CANDIDATE_FILE)
+    stale.unlink(missing_ok=True)
+    name = "best-options.json" if pick["meets_constraint"] else CANDIDATE_FILE
+    atomic_write_text(out / name, json.dumps(_production(pick["options"]), indent=2) + "\n")
     return pick
+
+
+CANDIDATE_FILE = "candidate-options-NOT-VALIDATED.json"
 
 
 def _production(options: dict) -> dict:
@@ -180,7 +187,7 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         holdout_seeds=holdout_seeds(ctx),
         validation=[TuneConfig(**s) for s in summary],
         decision=decide(ctx.tune.objective.upper(), ctx.tune.reference, summary, pick),
-        best_options=_production(pick["options"]) if pick is not None else None,
+        best_options=_production(pick["options"]) if pick is not None and pick["meets_constraint"] else None,
         figures=list(figs),
     )
 
