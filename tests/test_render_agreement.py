@@ -109,7 +109,10 @@ def ab_records(tmp_path):
     scenario = small_scenario()
     real = run_ab(scenario, scenario.options(), ["unscheduled", "priority", "static", "adaptive"], [1, 2, 3],
                   tmp_path / "real-runs", progress=False)
-    return {"small-ab": real, "capacity": synthetic_record(capacity=True)}
+    capacity = synthetic_record(capacity=True)
+    # the frontier's one-line answer, as `simlab ab` adds it (no sweep here: only its rendering is checked)
+    capacity.verdict = "**Keep static-6**: P95 1,234.5 ms [1,200, 1,270] vs 2,345 ms for adaptive, 61.5 jobs/min."
+    return {"small-ab": real, "capacity": capacity}
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +176,16 @@ def test_ab_verdicts_agree_everywhere(ab_renderings, name):
             assert word in line, (v.policy, line)
     assert ("no scheduler can meet this SLO on this traffic" in term) == rec.capacity_limited
     assert (name == "capacity") == rec.capacity_limited
+
+
+def test_ab_frontier_verdict_agrees_everywhere(ab_renderings):
+    rec, term, md, page_md, html = ab_renderings["capacity"]
+    want = numbers(rec.verdict)
+    assert want == [6, 1234.5, 1200, 1270, 2345, 61.5]
+    found = [numbers(next(x for x in text.splitlines() if "Keep static-6" in x))
+             for text in (term, md, page_md, re.sub(r"<[^>]+>", "", html))]
+    assert found == [want] * 4
+    assert not ab_renderings["small-ab"][0].verdict
 
 
 @pytest.mark.parametrize("name", ["small-ab", "capacity"])

@@ -27,7 +27,7 @@ def main(args) -> int:
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
     capacity_check(scenario)
 
-    from simlab.experiments.ab import run_ab
+    from simlab.experiments.ab import finish, run_ab
     from simlab.experiments.ab_report import terminal_table
     from simlab.policies import POLICY_NAMES
 
@@ -41,16 +41,15 @@ def main(args) -> int:
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet, figures=not args.no_figures)
+                    progress=not args.quiet, write=False)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
-        from simlab.experiments.ab import write_outputs
 
         decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet)
         if decision is not None:
             result.verdict = (f"{decision[0].sentence} ({scenario.decision.rule} rule, static caps "
                               f"1..{options.max_concurrency - 1} swept)")
-            write_outputs(result, out)
+    finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")

@@ -55,21 +55,26 @@ def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds:
 
 
 def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: Path | None, workers=1,
-           baseline="unscheduled", progress=True, bounds=True, figures=False) -> AbRecord:
-    """Run, build the record, and with `out` write it (result.json, the CSV tables, report.md; the figures first
-    when `figures`)."""
+           baseline="unscheduled", progress=True, bounds=True, figures=False, write=True) -> AbRecord:
+    """Run and build the record; with `out` (runs are saved there) and `write`, also write it (see `finish`).
+    write=False: the caller adds to the record (e.g. the frontier's verdict), then calls `finish` once."""
     jobs = plan(scenario, options, policies, seeds, bounds)
     metrics = run_jobs(scenario, jobs, out, workers, progress)
     rows = [m for j, m in zip(jobs, metrics) if not j.variant]
     bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
     record = build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)
-    if out is not None:
-        if figures:
-            from simlab.plots.ab import ab_figures
-
-            record.figures = ab_figures(out, record)
-        write_outputs(record, out)
+    if out is not None and write:
+        finish(record, out, figures)
     return record
+
+
+def finish(record: AbRecord, out: Path, figures: bool = False) -> None:
+    """The figures (from the record) when `figures`, then result.json, the CSV tables and report.md."""
+    if figures:
+        from simlab.plots.ab import ab_figures
+
+        record.figures = ab_figures(out, record)
+    write_outputs(record, out)
 
 
 def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
@@ -141,8 +146,8 @@ def judge(criteria, max_concurrency, rows, policies, bound_rows=()) -> list[Verd
        than p95_stay_ms in every seed. When the run with batch absent (bound-no-batch, also its worst seed) fails
        this too, a failing policy gets 'capacity' instead of 'fail': no scheduler can meet this SLO on this traffic
        without preempting running work;
-    2. batch keeps moving: the longest batch stall (batch work waiting while no batch task completes) is shorter than batch_stall_ms in every seed, and no batch task
-       is stranded (never started) in any seed;
+    2. batch keeps moving: the longest batch stall (batch work waiting while no batch task completes) is shorter
+       than batch_stall_ms in every seed, and no batch task is stranded (never started) in any seed;
     3. total concurrency never exceeds max_concurrency in any seed."""
     no_batch = [r["p95_over_slo_longest_ms"] for r in bound_rows if r["policy"] == NO_BATCH]
     bound_stay = max(no_batch) if no_batch else None

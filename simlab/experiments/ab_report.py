@@ -145,6 +145,11 @@ def options_text(r: AbRecord) -> str:
     return "Scheduler options: `" + ", ".join(f"{k}={_val(v)}" for k, v in r.options.items()) + "`"
 
 
+def verdict_blocks(r: AbRecord, level: int = 2) -> list:
+    """The decision rule's answer over the static frontier, when `ab` swept it."""
+    return [Heading(level, "Verdict"), Paragraph(r.verdict)] if r.verdict else []
+
+
 def ab_blocks(r: AbRecord, level: int = 2) -> list:
     """The A/B's tables and sentences; `level` is the heading level of its sections."""
     blocks = [Paragraph(seeds_text(r)), policy_table(r), Paragraph(options_text(r), small=True),
@@ -191,10 +196,7 @@ def write_report(r: AbRecord, out: Path) -> None:
 
     out = Path(out)
     doc = Document(f"A/B: {r.scenario}")
-    doc.add(Paragraph(r.scenario_text))
-    if r.verdict:
-        doc.add(Heading(2, "Verdict"), Paragraph(r.verdict))
-    doc.add(Heading(2, "Results per policy"), *ab_blocks(r, 2))
+    doc.add(Paragraph(r.scenario_text), *verdict_blocks(r, 2), Heading(2, "Results per policy"), *ab_blocks(r, 2))
     if r.figures:
         doc.add(Heading(2, "Figures"), *[Figure(out / f, caption(out / f)) for f in r.figures])
     doc.add(Heading(2, "Files"), Paragraph(

@@ -99,9 +99,10 @@ def _question(doc: Document, sources: list[Source]) -> None:
 # --- A/B ------------------------------------------------------------------------------------------------------
 
 def _ab(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.experiments.ab_report import ab_blocks
+    from simlab.experiments.ab_report import ab_blocks, verdict_blocks
 
-    doc.add(Heading(2, f"A/B: {s.name}" + (f" (`{s.label}`)" if many else "")), *ab_blocks(s.record, 3))
+    doc.add(Heading(2, f"A/B: {s.name}" + (f" (`{s.label}`)" if many else "")), *verdict_blocks(s.record, 3),
+            *ab_blocks(s.record, 3))
 
 
 # --- tuning ---------------------------------------------------------------------------------------------------
