@@ -562,7 +562,9 @@ def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
          "the SLO: the latency pressure p95 / threshold reaches 1 (batch at its minimum) when the window's P95 "
          "reaches the SLO."],
     ]))
-    md.append("Options file: `recommended-options.json` (use it with `--options`):\n")
+    md.append("These values are not exported as options: they set `simlab tune`'s search ranges (`tune-bounds.json`, "
+              "read with `simlab tune SCENARIO --calibration DIR`), so each scenario gets one recommendation. "
+              "The options verified below:\n")
     md.append("```json\n" + json.dumps(cal.options, indent=1) + "\n```\n")
     verification = None
     if "adaptive" in cal.knees:

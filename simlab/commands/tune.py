@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ def register(sub) -> None:
                    help="join a shared study as one more worker (many machines on PostgreSQL; not reproducible)")
     p.add_argument("--force", action="store_true",
                    help="export best-options.json even when no policy can meet the SLO on this traffic")
+    p.add_argument("--calibration", help="a `simlab calibrate` output folder (or its tune-bounds.json): its knee sets the "
+                   "threshold ranges, unless [tune.bounds] sets them")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
 
@@ -33,7 +36,28 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    if getattr(args, "calibration", None):
+        scenario = with_calibration(scenario, args.calibration)
     return run(scenario, args)[0]
+
+
+def with_calibration(scenario, where: str):
+    """The scenario with calibrate's threshold ranges in [tune.bounds] (the scenario's own bounds win)."""
+    from simlab.errors import read_text
+
+    path = Path(where)
+    path = path / "tune-bounds.json" if path.is_dir() else path
+    try:
+        ranges = json.loads(read_text(path, "calibration file", "tune-bounds.json from `simlab calibrate`"))
+        bounds = {str(k): (float(v[0]), float(v[1])) for k, v in ranges.items()}
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise InputError(path, None, f"not a tune-bounds.json written by `simlab calibrate` ({exc})") from None
+    merged = {**bounds, **scenario.tune.bounds}
+    try:
+        tune = type(scenario.tune).model_validate({**scenario.tune.model_dump(), "bounds": merged})
+    except Exception as exc:
+        raise InputError(path, "bounds", str(exc).splitlines()[-1]) from None
+    return scenario.model_copy(update={"tune": tune})
 
 
 def run(scenario, args) -> tuple[int, dict | None]:

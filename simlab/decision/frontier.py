@@ -54,7 +54,7 @@ def static_caps(base: SchedulerOptions) -> list[int]:
 
 
 def frontier_specs(base: SchedulerOptions) -> list[Spec]:
-    return [Spec(f"static-{n}", base.with_changes(policy="static", batch_max_concurrency=n), "static")
+    return [Spec(f"static-{n}", base.with_changes(policy="static", batch_max_concurrency=n, batch_min_concurrency=n), "static")
             for n in static_caps(base)]
 
 
