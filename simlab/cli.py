@@ -11,7 +11,7 @@ from simlab.errors import InputError
 EXIT_INPUT = 2
 
 # Each module in simlab/commands/ adds one subcommand.
-COMMANDS = ("run", "ab", "tune", "replay", "fit", "calibrate", "calibrate_gpu", "report")
+COMMANDS = ("run", "ab", "tune", "replay", "fit", "calibrate", "calibrate_gpu", "report", "loadtest", "validate_real")
 
 
 def build_parser() -> argparse.ArgumentParser:
