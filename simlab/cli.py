@@ -14,7 +14,8 @@ EXIT_INPUT = 2
 EXIT_INTERNAL = 1
 
 # Each module in simlab/commands/ adds one subcommand.
-COMMANDS = ("run", "ab", "tune", "decide", "replay", "fit", "calibrate", "calibrate_gpu", "report")
+COMMANDS = ("run", "ab", "tune", "decide", "replay", "fit", "calibrate", "calibrate_gpu", "report", "loadtest",
+            "validate_real")
 
 
 def build_parser() -> argparse.ArgumentParser:
