@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +26,8 @@ def register(sub) -> None:
                    help="join a shared study as one more worker (many machines on PostgreSQL; not reproducible)")
     p.add_argument("--force", action="store_true",
                    help="export best-options.json even when no policy can meet the SLO on this traffic")
+    p.add_argument("--calibration", help="a `simlab calibrate` output folder (or its tune-bounds.json): its knee sets the "
+                   "threshold ranges, unless [tune.bounds] sets them")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
 
@@ -32,8 +36,33 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
-    cap = capacity_check(scenario)
+    if getattr(args, "calibration", None):
+        scenario = with_calibration(scenario, args.calibration)
+    return run(scenario, args)[0]
 
+
+def with_calibration(scenario, where: str):
+    """The scenario with calibrate's threshold ranges in [tune.bounds] (the scenario's own bounds win)."""
+    from simlab.errors import read_text
+
+    path = Path(where)
+    path = path / "tune-bounds.json" if path.is_dir() else path
+    try:
+        ranges = json.loads(read_text(path, "calibration file", "tune-bounds.json from `simlab calibrate`"))
+        bounds = {str(k): (float(v[0]), float(v[1])) for k, v in ranges.items()}
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise InputError(path, None, f"not a tune-bounds.json written by `simlab calibrate` ({exc})") from None
+    merged = {**bounds, **scenario.tune.bounds}
+    try:
+        tune = type(scenario.tune).model_validate({**scenario.tune.model_dump(), "bounds": merged})
+    except Exception as exc:
+        raise InputError(path, "bounds", str(exc).splitlines()[-1]) from None
+    return scenario.model_copy(update={"tune": tune})
+
+
+def run(scenario, args) -> tuple[int, dict | None]:
+    """Tune, validate, export; (exit code, the chosen configuration's validation summary row)."""
+    cap = capacity_check(scenario, announce=not getattr(args, "capacity_checked", False))
     from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space
@@ -72,6 +101,7 @@ def main(args) -> int:
     ran = run_jobs(scenario, jobs, out / "search", workers, progress)
     ref = ran[: len(seeds)]
     ctx.reference_throughput = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
+    ctx.reference_per_seed = [m["batch_throughput_per_min"] for m in ref]  # pairs the constraint per seed
     floor = bound_warning(scenario, ran[len(seeds):])
     if floor is not None:
         warn(floor)
@@ -89,8 +119,8 @@ def main(args) -> int:
     pick = None if refuse else write_best(out, summary, ctx.multi)
     write_tables(ctx, study, out, rows, summary)
     figs = figures(ctx, study, out)
-    write_report(ctx, study, out, summary, note, pick, figs)
-    _print_summary(ctx, summary, pick, note, out, time.perf_counter() - started)
+    record = write_report(ctx, study, out, summary, note, pick, figs, time.perf_counter() - started)
+    _print_summary(record, out, time.perf_counter() - started)
     if refuse:
         raise InputError(
             scenario.path, "slo_p95_ms",
@@ -98,7 +128,14 @@ def main(args) -> int:
             f"above), so no options were exported. The study, trials and report are kept in {out}; fix the "
             "capacity or the SLO, or rerun with --force to export the best options anyway.",
         )
-    return 0
+    if pick is not None and not pick["meets_constraint"]:
+        from simlab.tuning.report import CANDIDATE_FILE
+
+        print(f"\nnot exported: the chosen options miss the batch-throughput constraint on held-out seeds "
+              f"(paired margin's lower CI bound {pick['throughput_margin_ci_low']:,.1f}/min < 0); "
+              f"candidate written to {out}/{CANDIDATE_FILE}", file=sys.stderr)
+        return 3, pick
+    return 0, pick
 
 
 def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:
@@ -133,17 +170,16 @@ class _progress_bar:
         self.bar.close()
 
 
-def _print_summary(ctx, summary, pick, note, out: Path, elapsed: float) -> None:
-    from simlab.experiments.tables import fmt_ci, text_table
+def _print_summary(record, out: Path, elapsed: float) -> None:
+    from simlab.experiments.tables import text_table
+    from simlab.tuning.report import validation_table
 
-    metric = ctx.tune.objective.upper()
-    print(f"{ctx.scenario.name}: held-out {metric} on {ctx.tune.holdout_seeds} fresh seeds (95% CI)\n")
-    rows = [[s["config"], fmt_ci(s["holdout_objective_ms"], s["holdout_objective_ci_low"], s["holdout_objective_ci_high"]),
-             fmt_ci(s["holdout_throughput_per_min"], s["holdout_throughput_ci_low"], s["holdout_throughput_ci_high"]),
-             "yes" if s["meets_constraint"] else "NO"] for s in summary]
-    print(text_table(["config", f"{metric} ms", "batch/min", "meets constraint"], rows))
-    if note:
-        print(f"\nnote: {note}")
-    if pick is not None:
+    print(f"{record.scenario}: held-out {record.metric} on {len(record.holdout_seeds)} fresh seeds (95% CI)\n")
+    table = validation_table(record)
+    print(text_table(table.header, [[c.line() for c in row] for row in table.rows]))
+    if record.note:
+        print(f"\nnote: {record.note}")
+    print("\nverdict: " + record.decision.headline.replace("**", ""))
+    if record.best_options is not None:
         print(f"\nbest options: {out}/best-options.json")
-    print(f"report: {out}/report.md  trials: {out}/trials.csv  ({elapsed:.1f} s)")
+    print(f"report: {out}/report.md  record: {out}/result.json  trials: {out}/trials.csv  ({elapsed:.1f} s)")

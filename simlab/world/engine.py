@@ -18,7 +18,7 @@ from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
 from simlab.world.events import NORMAL, URGENT, fire_at
-from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream
+from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream, workload_keys
 
 BACKEND_STREAM = 1_000_000
 SERIES_COLUMNS = (
@@ -170,7 +170,9 @@ class Engine:
         self._next_arrival = 1
         if self._arrivals:
             fire_at(env, self._arrivals[0].arrival_ms, self._arrive, self._arrivals[0], URGENT)
-        for wi, w in enumerate(self.scenario.workload):
+        keys = workload_keys(self.scenario)
+        for wi in sorted(range(len(keys)), key=keys.__getitem__):  # key order: file order changes nothing
+            w = self.scenario.workload[wi]
             if isinstance(w.arrivals, ClosedLoop):
                 for u in range(w.arrivals.users):
                     env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
