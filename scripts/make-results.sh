@@ -20,7 +20,8 @@ cd "$repo"  # scenarios are named relative to the checkout; `python -m simlab` r
 run() {  # scenario, replications
   local name=$1 reps=$2; shift 2
   "$python" -m simlab ab "scenarios/$name.toml" --out "$out/$name" --replications "$reps" --workers 2 --quiet "$@" >/dev/null
-  rm -rf "$out/$name/runs" "$out/$name"/figures/*.svg
+  find "$out/$name" -type d -name runs -prune -exec rm -rf {} +  # run caches (also the frontier's)
+  rm -rf "$out/$name"/figures/*.svg
   echo "$out/$name"
 }
 run seed-article 5 "$@"
@@ -28,3 +29,5 @@ run nightly-backfill 5 "$@"
 run eval-sweep 3 "$@"
 run provider-quota 3 "$@"
 run bench-1h 2 "$@"
+run bursty-chat 3 "$@"
+run real-engine 2 "$@"
