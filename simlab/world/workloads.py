@@ -20,7 +20,7 @@ import pandas as pd
 
 from simlab.errors import InputError
 from simlab.policies.base import Task
-from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, Trace, Workload
+from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Resampled, Scenario, Trace, Workload
 from simlab.traces import read_trace
 from simlab.world.distributions import make_sampler
 
@@ -188,6 +188,21 @@ def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: n
     return out.sort_values("arrival_ms", kind="stable").reset_index(drop=True)
 
 
+def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
+    """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+    path = scenario.resolve(spec.file)
+    try:
+        frame = pd.read_csv(path, usecols=["arrival_ms"])
+        times = pd.to_numeric(frame["arrival_ms"], errors="raise").to_numpy(dtype=float)
+    except (ValueError, KeyError, OSError) as exc:
+        raise InputError(path, None, f"expected one numeric column arrival_ms ({exc})") from None
+    if len(times) == 0 or (times < 0).any() or not np.isfinite(times).all():
+        raise InputError(path, "arrival_ms", "expected at least one finite arrival time >= 0 (ms)")
+    span = spec.span_ms or scenario.duration_ms
+    out = block_bootstrap(pd.DataFrame({"arrival_ms": np.sort(times)}), spec.block_ms, span, rng)
+    return out["arrival_ms"].to_numpy(dtype=float)
+
+
 def load_and_shift(times: np.ndarray, load: float, shift_ms: float, span_ms: float, rng: np.random.Generator):
     """Arrival times after a load multiplier and a delay, and for each the index of the task it copies and
     the copy number. Below 1: independent thinning. Above 1: the whole stream plus copies of itself shifted
@@ -236,6 +251,10 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
             output = frame["output_tokens"].to_numpy(dtype=float) if "output_tokens" in frame else None
             ids = frame["id"].tolist() if "id" in frame else None
             rows = frame["row"].tolist() if "row" in frame else None
+        elif isinstance(w.arrivals, Resampled):
+            times = resampled_times(w.arrivals, scenario, stream(seed, wkey, ARRIVALS))
+            n = len(times)
+            service = prompt = output = ids = rows = None
         else:
             times = open_loop_times(stream(seed, wkey, ARRIVALS), w.arrivals, scenario.duration_ms)
             n = len(times)
