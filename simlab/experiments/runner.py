@@ -1,13 +1,14 @@
 """Run many (policy, seed) simulations in parallel processes, each saved on its own so a rerun resumes.
 
 Every job writes its files atomically and `run.json` last; a rerun skips jobs whose `run.json` carries the
-same key (scenario, options, seed, variant, simlab version). Results are gathered in job order, so the
+same key: the scenario's settings, the bytes of every file it points at, the options, seed, variant and
+simlab's code (simlab.fingerprint). Results are gathered in job order, so the
 output does not depend on the number of workers or on which job finished first.
 """
 
 from __future__ import annotations
 
-import hashlib
+import csv
 import json
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -15,13 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
-import simlab
+from simlab import fingerprint
 from simlab.atomic import atomic_open, atomic_write_text
 from simlab.experiments.metrics import summarize
 from simlab.experiments.tables import csv_cell
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.engine import SERIES_COLUMNS, Engine, SimResult
+
+TASK_COLUMNS = ("id", "kind", "source", "arrival_ms", "dispatch_ms", "start_ms", "end_ms", "ttft_ms", "outcome",
+                "retries", "service_ms", "prompt_tokens", "output_tokens")
 
 # Bound runs: the same scenario with one class removed, every task let through at once.
 VARIANTS = {
@@ -51,31 +55,28 @@ def scenario_variant(scenario: Scenario, variant: str) -> Scenario:
 
 
 def job_key(scenario: Scenario, job: Job) -> str:
-    payload = json.dumps(
+    return fingerprint.digest(
         {
             "scenario": scenario.model_dump(mode="json", by_alias=True),
+            "inputs": fingerprint.input_hashes(scenario),
             "options": job.options.to_json_dict(),
             "seed": job.seed,
             "variant": job.variant,
-            "version": simlab.__version__,
-        },
-        sort_keys=True,
+            "code": fingerprint.code_fingerprint(),
+        }
     )
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def write_tasks(result: SimResult, path: Path) -> None:
     with atomic_open(path, "w", encoding="utf-8", newline="") as f:
-        f.write("id,kind,source,arrival_ms,dispatch_ms,start_ms,end_ms,ttft_ms,outcome,retries,service_ms,prompt_tokens,output_tokens\n")
+        writer = csv.writer(f, lineterminator="\n")  # quotes ids with commas, quotes or newlines
+        writer.writerow(TASK_COLUMNS)
         for t in result.tasks:
-            f.write(
-                ",".join(
-                    csv_cell(v)
-                    for v in (t.id, t.kind, t.source, t.arrival_ms, t.dispatch_ms, t.start_ms, t.end_ms, t.ttft_ms,
-                              t.outcome or ("stranded" if t.dispatch_ms is None else "unfinished"), t.retries,
-                              t.service_ms, t.prompt_tokens, t.output_tokens)
-                )
-                + "\n"
+            writer.writerow(
+                csv_cell(v)
+                for v in (t.id, t.kind, t.source, t.arrival_ms, t.dispatch_ms, t.start_ms, t.end_ms, t.ttft_ms,
+                          t.outcome or ("stranded" if t.dispatch_ms is None else "unfinished"), t.retries,
+                          t.service_ms, t.prompt_tokens, t.output_tokens)
             )
 
 

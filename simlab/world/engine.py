@@ -13,11 +13,12 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
+from simlab.errors import InputError
 from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
 from simlab.world.events import NORMAL, URGENT, fire_at
-from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream
+from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream, workload_keys
 
 BACKEND_STREAM = 1_000_000
 SERIES_COLUMNS = (
@@ -33,6 +34,10 @@ SERIES_COLUMNS = (
     "window_rps",
     "window_p95_ms",
 )
+
+
+class _Endless(Exception):
+    """Raised in a closed-loop user's process (SimPy re-creates it from its args) past the event budget."""
 
 
 @dataclass
@@ -57,6 +62,7 @@ class Engine:
         self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
         self.tasks = open_loop_tasks(scenario, seed) if tasks is None else tasks
         self._wake_at = None
+        self._created = 0  # closed-loop tasks: the event budget
         self._rows: list[tuple] = []
         self.sample_ms = scenario.sample_ms or max(100.0, scenario.duration_ms / 1500.0)
 
@@ -104,11 +110,32 @@ class Engine:
             yield env.timeout(user.next_think_ms())
             if not user.more(env.now):
                 return
+            self._created += 1
+            if self._created & 0x3FFF == 0 or self._created > self.scenario.max_tasks:
+                self._check_budget(user.workload)
             task = user.make_task(env.now)
             task.payload = done = env.event()
             self.tasks.append(task)
             self._start(self.policy.submit(task))
             yield done
+
+    def _check_budget(self, workload) -> None:
+        # Past the budget, or on pace to pass it tenfold before the arrivals end: stop now, not in minutes.
+        budget, now = self.scenario.max_tasks, self.env._now
+        pace = self._created * self.scenario.duration_ms / max(now, 1e-9)
+        if self._created > budget or pace > 10 * budget:
+            raise _Endless(workload)
+
+    def _endless(self, workload) -> InputError:
+        wi = next(i for i, w in enumerate(self.scenario.workload) if w is workload)
+        where = f"workload[{wi}].arrivals"
+        return InputError(
+            self.scenario.path, where,
+            f"closed-loop users sent {self._created:,} requests by {self.env.now:.3g} ms of simulated time, on pace "
+            f"to exceed max_tasks = {self.scenario.max_tasks:,} (the event budget): think and service times near "
+            "zero would keep the run going for hours. Give think or service a longer time, set requests_per_user, "
+            "or raise max_tasks.",
+        )
 
     # --- observation -----------------------------------------------------------------------------------
     def _sampler(self):
@@ -143,12 +170,17 @@ class Engine:
         self._next_arrival = 1
         if self._arrivals:
             fire_at(env, self._arrivals[0].arrival_ms, self._arrive, self._arrivals[0], URGENT)
-        for wi, w in enumerate(self.scenario.workload):
+        keys = workload_keys(self.scenario)
+        for wi in sorted(range(len(keys)), key=keys.__getitem__):  # key order: file order changes nothing
+            w = self.scenario.workload[wi]
             if isinstance(w.arrivals, ClosedLoop):
                 for u in range(w.arrivals.users):
                     env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
         sampler = env.process(self._sampler())
-        env.run(until=sampler)
+        try:
+            env.run(until=sampler)
+        except _Endless as exc:
+            raise self._endless(exc.args[0]) from None
         series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
         stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
         return SimResult(

@@ -1,11 +1,17 @@
 """Workloads: who sends what, when. Open-loop arrivals are drawn up front; closed-loop users are processes.
 
-Every workload draws from its own random streams, keyed by (seed, workload index, purpose), so every
-policy sees the same arrivals and the same service draws for a given seed (common random numbers).
+Every workload draws from its own random streams, keyed by (seed, workload key, purpose), so every
+policy sees the same arrivals and the same service draws for a given seed (common random numbers). The
+workload key is its `name`, or for an unnamed workload its class and its index among the workloads of that
+class ("interactive#0", "batch#1"): never its position in the file. So a bound run (one class removed)
+draws exactly the tasks the policy runs draw, and reordering workload blocks changes nothing (except swapping
+two unnamed workloads of the same class, which swaps their keys: name them to be safe). Within a
+workload, the k-th task takes the k-th draw of each stream (a closed-loop user has its own stream).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -18,11 +24,29 @@ from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Scen
 from simlab.traces import read_trace
 from simlab.world.distributions import make_sampler
 
-ARRIVALS, SERVICE, PROMPT, OUTPUT = 0, 1, 2, 3
+ARRIVALS, SERVICE, PROMPT, OUTPUT, LOAD, RESAMPLE = 0, 1, 2, 3, 4, 5
 
 
-def stream(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, *key])))
+def stream(seed: int, *key: int | str) -> np.random.Generator:
+    """An independent generator for (seed, *key); strings enter as four 32-bit words of their SHA-256."""
+    words: list[int] = [seed]
+    for part in key:
+        if isinstance(part, str):
+            digest = hashlib.sha256(part.encode()).digest()
+            words += [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+        else:
+            words.append(part)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+
+
+def workload_keys(scenario: Scenario) -> list[str]:
+    """The stable random-stream key of every workload: "name:<name>", or "class:<class>#<i>" when unnamed
+    (i counts unnamed and named workloads of that class before it, so removing the other class changes nothing)."""
+    keys, seen = [], {"interactive": 0, "batch": 0}
+    for w in scenario.workload:
+        keys.append(f"name:{w.name}" if w.name else f"class:{w.kind}#{seen[w.kind]}")
+        seen[w.kind] += 1
+    return keys
 
 
 # --- arrival times --------------------------------------------------------------------------------
@@ -139,26 +163,70 @@ def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
         keep &= t < spec.limit_ms
     frame = frame[keep].copy()
     frame["arrival_ms"] = (frame["arrival_ms"] - spec.offset_ms) * spec.time_scale
-    return frame.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
+    if spec.resample_block_ms is not None:
+        span = spec.limit_ms * spec.time_scale if spec.limit_ms is not None else scenario.duration_ms
+        frame = block_bootstrap(frame, spec.resample_block_ms, span, stream(spec.resample, kind, RESAMPLE))
+    return frame
+
+
+def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: np.random.Generator) -> pd.DataFrame:
+    """The window [0, span) rebuilt from blocks of `block_ms` drawn with replacement (a moving-block
+    bootstrap on a grid: bursts shorter than a block survive whole). Ids get a "~slot" suffix."""
+    n_blocks = max(1, math.ceil(span_ms / block_ms))
+    which = rng.integers(0, n_blocks, n_blocks)
+    block_of = np.minimum((frame["arrival_ms"].to_numpy() // block_ms).astype(int), n_blocks - 1)
+    parts = []
+    for slot, src in enumerate(which):
+        part = frame[block_of == src].copy()
+        part["arrival_ms"] = part["arrival_ms"] + (slot - src) * block_ms
+        if "id" in part:
+            part["id"] = part["id"].astype(str) + f"~{slot}"
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True) if parts else frame.iloc[:0]
+    out = out[out["arrival_ms"] < span_ms]
+    return out.sort_values("arrival_ms", kind="stable").reset_index(drop=True)
+
+
+def load_and_shift(times: np.ndarray, load: float, shift_ms: float, span_ms: float, rng: np.random.Generator):
+    """Arrival times after a load multiplier and a delay, and for each the index of the task it copies and
+    the copy number. Below 1: independent thinning. Above 1: the whole stream plus copies of itself shifted
+    cyclically by a random offset over [0, span) (superposition keeps each copy's bursts), the last copy thinned."""
+    n = len(times)
+    if load == 1.0 and shift_ms == 0.0:
+        return times, np.arange(n), np.zeros(n, dtype=int)
+    span = max(span_ms, float(times.max()) + 1.0) if n else span_ms
+    full, frac = int(load), load - int(load)
+    out_t, out_i, out_c = [], [], []
+    for c in range(full + (1 if frac > 0 else 0)):
+        offset = 0.0 if c == 0 else float(rng.uniform(0, span))
+        keep = np.ones(n, dtype=bool) if c < full else rng.uniform(0, 1, n) < frac
+        idx = np.flatnonzero(keep)
+        out_t.append((times[idx] + offset) % span if c else times[idx])
+        out_i.append(idx)
+        out_c.append(np.full(len(idx), c))
+    t, i, c = np.concatenate(out_t), np.concatenate(out_i), np.concatenate(out_c)
+    order = np.lexsort((i, c, t))
+    return t[order] + shift_ms, i[order], c[order]
 
 
 # --- tasks -----------------------------------------------------------------------------------------
-def _label(workload: Workload, index: int) -> str:
-    return workload.name or f"{workload.kind}{index}"
+def _label(workload: Workload, key: str) -> str:
+    return workload.name or key.split(":", 1)[1].replace("#", "")
 
 
 def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
     """All open-loop tasks of all workloads, sorted by arrival.
 
     Ties keep a trace file's row order (so a trace split into classes replays exactly as `simlab replay`),
-    then workload order, then draw order.
+    then workload key (not file order: reordering blocks changes nothing), then draw order.
     """
     tasks: list[Task] = []
     order: list[tuple] = []
-    for wi, w in enumerate(scenario.workload):
+    for wkey, w in zip(workload_keys(scenario), scenario.workload):
         if isinstance(w.arrivals, ClosedLoop):
             continue
-        label = _label(w, wi)
+        label = _label(w, wkey)
         if isinstance(w.arrivals, Trace):
             frame = trace_rows(w.arrivals, w.kind, scenario)
             times = frame["arrival_ms"].to_numpy(dtype=float)
@@ -169,24 +237,29 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
             ids = frame["id"].tolist() if "id" in frame else None
             rows = frame["row"].tolist() if "row" in frame else None
         else:
-            times = open_loop_times(stream(seed, wi, ARRIVALS), w.arrivals, scenario.duration_ms)
+            times = open_loop_times(stream(seed, wkey, ARRIVALS), w.arrivals, scenario.duration_ms)
             n = len(times)
             service = prompt = output = ids = rows = None
         resolve = scenario.resolve
         if w.service is not None:
-            service = make_sampler(w.service, resolve)(stream(seed, wi, SERVICE), n)
+            service = make_sampler(w.service, resolve)(stream(seed, wkey, SERVICE), n)
         if w.prompt_tokens is not None:
-            prompt = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, resolve)(stream(seed, wi, PROMPT), n)))
-            output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wi, OUTPUT), n)))
-        for k in range(n):
+            prompt = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, resolve)(stream(seed, wkey, PROMPT), n)))
+            output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wkey, OUTPUT), n)))
+        # the k-th task keeps its own draws whatever the load: thinning and copies act on whole tasks
+        times, src, copy = load_and_shift(times, w.load, w.shift_ms, scenario.duration_ms, stream(seed, wkey, LOAD))
+        for j in range(len(times)):
+            k, c = int(src[j]), int(copy[j])
             task_id = ids[k] if ids is not None else f"{label}-{k}"
-            task = Task(task_id, w.kind, float(times[k]), None if service is None else float(service[k]))
+            if c:
+                task_id = f"{task_id}*{c}"
+            task = Task(task_id, w.kind, float(times[j]), None if service is None else float(service[k]))
             if prompt is not None:
                 task.prompt_tokens = int(prompt[k])
                 task.output_tokens = int(output[k])
             task.source = label
             tasks.append(task)
-            order.append((task.arrival_ms, rows[k] if rows is not None else math.inf, wi, k))
+            order.append((task.arrival_ms, rows[k] if rows is not None else math.inf, wkey, c, k))
     ranked = sorted(range(len(tasks)), key=order.__getitem__)
     return [tasks[i] for i in ranked]
 
@@ -195,9 +268,9 @@ class ClosedLoopUser:
     """One user of a closed-loop workload: think, send, wait for the answer, repeat until the end."""
 
     def __init__(self, scenario: Scenario, seed: int, wi: int, user: int):
-        w = scenario.workload[wi]
-        self.workload, self.label, self.user = w, _label(w, wi), user
-        self.rng = stream(seed, wi, 100 + user)
+        w, wkey = scenario.workload[wi], workload_keys(scenario)[wi]
+        self.workload, self.label, self.user = w, _label(w, wkey), user
+        self.rng = stream(seed, wkey, 100 + user)
         resolve = scenario.resolve
         self.think = make_sampler(w.arrivals.think, resolve)
         self.service = make_sampler(w.service, resolve) if w.service is not None else None
