@@ -40,6 +40,8 @@ def register(sub) -> None:
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply arrival times by this (default 1)")
     p.add_argument("--until-ms", type=float, help="keep only tasks arriving before this (after scaling)")
     p.add_argument("--max-seconds", type=float, default=900.0, help="hard limit per measured run (default 900)")
+    p.add_argument("--calibration", help="a backend snippet from `simlab loadtest` (backend.toml) that replaces the "
+                   "scenario's [backend] for the simulation")
     p.add_argument("--node-policies", default="", help="also run these policies through the article's own scheduler "
                    "(tests/conformance/real_server.js under Node.js, real fetch) with the options file simlab "
                    "exports to OUT/options/POLICY.json; reported as 'POLICY (article JS)'")
@@ -63,6 +65,8 @@ def main(args) -> int:
 
     loopback_url(args.url, "--url")
     scenario = load_scenario(args.scenario)
+    if args.calibration:
+        scenario = _with_backend(scenario, Path(args.calibration))
     if scenario.backend.kind != "continuous-batching":
         raise InputError(scenario.path, "backend.kind", "validate-real needs a continuous-batching backend "
                          f"(calibrated with `simlab loadtest`), found {scenario.backend.kind!r}")
@@ -92,7 +96,9 @@ def main(args) -> int:
         f"({n_i} interactive, {len(tasks) - n_i} batch), arrivals over {tasks[-1].arrival_ms / 1000:.0f} s",
         f"- time scale: arrivals x {args.time_scale:g}" + (f", tasks arriving before {args.until_ms:g} ms"
                                                             if args.until_ms else "") + " (the same for both sides)",
-        f"- server: {args.url}; {args.repeats} measured run(s) per policy; simulated with the scenario's backend",
+        f"- server: {args.url}; {args.repeats} measured run(s) per policy; simulated with "
+        + (f"the calibration {args.calibration}" if args.calibration else "the scenario's backend")
+        + f" ({_step_text(scenario.backend)})",
     ]
     print("\n".join(header))
     identity = {"scenario": scenario.name, "seed": seed, "time_scale": args.time_scale, "until_ms": args.until_ms,
@@ -147,6 +153,31 @@ def main(args) -> int:
     return 0
 
 
+def _with_backend(scenario, path):
+    """The scenario with [backend] taken from a `simlab loadtest` snippet (its profile path made absolute)."""
+    import tomllib
+
+    from pydantic import ValidationError
+
+    from simlab.errors import read_text
+    from simlab.scenario import Backend
+
+    try:
+        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, None, f"not valid TOML ({exc})") from None
+    if "backend" not in data:
+        raise InputError(path, None, "no [backend] table (expected the backend.toml that `simlab loadtest` writes)")
+    step = data["backend"].get("step") or {}
+    if step.get("profile"):
+        step["profile"] = str((path.parent / step["profile"]).resolve())
+    try:
+        backend = Backend.model_validate(data["backend"])
+    except ValidationError as exc:
+        raise InputError(path, "backend", str(exc.errors()[0]["msg"])) from None
+    return scenario.model_copy(update={"backend": backend})
+
+
 def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict]:
     import shutil
     import subprocess
@@ -164,6 +195,12 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
     if done.returncode != 0:
         raise InputError(None, "--node-policies", f"the Node driver failed: {done.stderr.strip()[-500:]}")
     return _read_records(out_path)
+
+
+def _step_text(backend) -> str:
+    st = backend.step
+    text = f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + {st.per_token_ms:g} ms/prefill token"
+    return text + (f", decode step from profile {st.profile}" if st.profile else "")
 
 
 def _read_records(path) -> list[dict]:
