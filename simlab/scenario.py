@@ -319,7 +319,7 @@ class Criteria(Strict):
 
     slo_bin_ms: float = Field(default=10_000.0, gt=0)  # bins in which interactive P95 is judged
     p95_stay_ms: float = Field(default=30_000.0, gt=0)  # P95 above the SLO this long counts as "stays above"
-    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # no batch completion this long counts as a stall
+    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # batch work waiting this long with no batch completion
 
 
 class Scenario(Strict):

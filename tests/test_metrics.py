@@ -221,3 +221,15 @@ def test_p95_of_a_constant_is_the_constant(value, n):
     assert m["interactive_p50_ms"] == pytest.approx(value, abs=1e-6)
     mean, lo, hi = mean_ci([value] * max(n, 2))
     assert mean == lo == hi == value  # exactly: a constant has no spread, whatever the rounding of a sum
+
+
+def test_a_request_that_gave_up_no_longer_waits():
+    # api backend: a batch request refused (429) until it fails at 30_000 never started; it waited 0-30_000,
+    # not until the end of the run. The one completion at 10_000 cuts that: the stall is 20_000.
+    tasks = [
+        make_task("b1", "batch", 0, 0, 0, 10_000),
+        make_task("b2", "batch", 0, 0, None, 30_000, outcome="failed"),
+        make_task("i1", "interactive", 0, 0, 0, 100),
+    ]
+    m = summarize(SimResult("api", "unscheduled", 1, tasks, {}, end_ms=600_000), slo_p95_ms=1_000.0)
+    assert m["longest_batch_stall_ms"] == 20_000.0 and m["batch_failed"] == 1

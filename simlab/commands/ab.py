@@ -27,8 +27,8 @@ def main(args) -> int:
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
     capacity_check(scenario)
 
-    from simlab.experiments.ab import run_ab
-    from simlab.experiments.ab_report import terminal_table, write_report
+    from simlab.experiments.ab import finish, run_ab
+    from simlab.experiments.ab_report import terminal_table
     from simlab.policies import POLICY_NAMES
 
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
@@ -41,25 +41,19 @@ def main(args) -> int:
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet)
-    decision = None
+                    progress=not args.quiet, write=False)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
 
         decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet)
-    figures = []
-    if not args.no_figures:
-        from simlab.plots.ab import ab_figures
-
-        figures = ab_figures(out)
-    write_report(result, scenario, options, out, figures)
+        if decision is not None:
+            result.verdict = (f"{decision[0].sentence} ({scenario.decision.rule} rule, static caps "
+                              f"1..{options.max_concurrency - 1} swept)")
+    finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(result))
-    if decision is not None:
-        print(f"\nverdict ({scenario.decision.rule} rule, static caps 1..{options.max_concurrency - 1} swept): "
-              f"{decision[0].sentence}")
-    print(f"\nreport: {out}/report.md  tables: {out}/summary.csv, {out}/comparison.csv"
-          + (f"  figures: {out}/figures/" if figures else ""))
+    print(f"\nreport: {out}/report.md  record: {out}/result.json  tables: {out}/summary.csv, {out}/comparison.csv"
+          + (f"  figures: {out}/figures/" if result.figures else ""))
     return 0

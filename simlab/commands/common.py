@@ -30,13 +30,14 @@ def scenario_options(scenario, options_file, policy):
     return options
 
 
-def capacity_check(scenario):
+def capacity_check(scenario, announce: bool = True, label: str | None = None):
     """Warn (stderr) when no scheduler can meet the scenario's SLO on its interactive traffic; the Capacity."""
     from simlab.experiments.capacity import check
 
     cap = check(scenario)
-    for w in cap.warnings():
-        warn(w)
+    if announce:
+        for w in cap.warnings():
+            warn(f"{label}: {w}" if label else w)
     return cap
 
 

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from simlab.commands.common import out_dir, positive, scenario_options
+from simlab.commands.common import capacity_check, out_dir, positive, scenario_options
 
 
 def register(sub) -> None:
@@ -48,6 +48,9 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     base = scenario_options(scenario, args.options, "adaptive")
     search, held = split(scenario)
+    capacity_check(scenario)
+    for cond in held:  # held-out conditions may carry more load than the scenario itself
+        capacity_check(cond.apply(scenario), label=f"held-out condition {cond.name}")
     trials = scenario.tune.trials if args.trials is None else args.trials
 
     specs = frontier_specs(base) + [Spec("adaptive-defaults", base.with_changes(policy="adaptive"), "adaptive"),
@@ -58,7 +61,7 @@ def main(args) -> int:
         # tuning searches on the first search condition (the search seeds); held-out conditions never enter it
         tune_args = argparse.Namespace(trials=trials, workers=workers, out=str(out / "tune"), storage=None, study=None,
                                        options=args.options, objective=None, mode="single", join=False, quiet=args.quiet,
-                                       force=True)  # decide applies its own rule and export gate
+                                       force=True, capacity_checked=True)  # decide applies its own rule and export gate
         code, pick = tune_cmd.run(search[0].apply(scenario), tune_args)
         if pick is not None:
             specs.append(Spec("adaptive-tuned", options_from_dict(pick["options"]), "adaptive"))

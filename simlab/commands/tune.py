@@ -62,7 +62,7 @@ def with_calibration(scenario, where: str):
 
 def run(scenario, args) -> tuple[int, dict | None]:
     """Tune, validate, export; (exit code, the chosen configuration's validation summary row)."""
-    cap = capacity_check(scenario)
+    cap = capacity_check(scenario, announce=not getattr(args, "capacity_checked", False))
     from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space
@@ -119,8 +119,8 @@ def run(scenario, args) -> tuple[int, dict | None]:
     pick = None if refuse else write_best(out, summary, ctx.multi)
     write_tables(ctx, study, out, rows, summary)
     figs = figures(ctx, study, out)
-    write_report(ctx, study, out, summary, note, pick, figs)
-    _print_summary(ctx, summary, pick, note, out, time.perf_counter() - started)
+    record = write_report(ctx, study, out, summary, note, pick, figs, time.perf_counter() - started)
+    _print_summary(record, out, time.perf_counter() - started)
     if refuse:
         raise InputError(
             scenario.path, "slo_p95_ms",
@@ -170,17 +170,16 @@ class _progress_bar:
         self.bar.close()
 
 
-def _print_summary(ctx, summary, pick, note, out: Path, elapsed: float) -> None:
-    from simlab.experiments.tables import fmt_ci, text_table
+def _print_summary(record, out: Path, elapsed: float) -> None:
+    from simlab.experiments.tables import text_table
+    from simlab.tuning.report import validation_table
 
-    metric = ctx.tune.objective.upper()
-    print(f"{ctx.scenario.name}: held-out {metric} on {ctx.tune.holdout_seeds} fresh seeds (95% CI)\n")
-    rows = [[s["config"], fmt_ci(s["holdout_objective_ms"], s["holdout_objective_ci_low"], s["holdout_objective_ci_high"]),
-             fmt_ci(s["holdout_throughput_per_min"], s["holdout_throughput_ci_low"], s["holdout_throughput_ci_high"]),
-             "yes" if s["meets_constraint"] else "NO"] for s in summary]
-    print(text_table(["config", f"{metric} ms", "batch/min", "meets constraint"], rows))
-    if note:
-        print(f"\nnote: {note}")
-    if pick is not None and pick["meets_constraint"]:
+    print(f"{record.scenario}: held-out {record.metric} on {len(record.holdout_seeds)} fresh seeds (95% CI)\n")
+    table = validation_table(record)
+    print(text_table(table.header, [[c.line() for c in row] for row in table.rows]))
+    if record.note:
+        print(f"\nnote: {record.note}")
+    print("\nverdict: " + record.decision.headline.replace("**", ""))
+    if record.best_options is not None:
         print(f"\nbest options: {out}/best-options.json")
-    print(f"report: {out}/report.md  trials: {out}/trials.csv  ({elapsed:.1f} s)")
+    print(f"report: {out}/report.md  record: {out}/result.json  trials: {out}/trials.csv  ({elapsed:.1f} s)")

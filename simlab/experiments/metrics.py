@@ -132,7 +132,9 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     lat_b = a["end_ms"][done_b] - a["arrival_ms"][done_b]
     b_arrivals = a["arrival_ms"][batch]
     b_ends = a["end_ms"][batch]
-    b_done = np.where(a["ok"][batch], b_ends, math.nan)
+    b_done = np.where(a["ok"][batch], b_ends, math.nan)  # a failure is not progress
+    b_starts = a["start_ms"][batch]
+    b_left_queue = np.where(np.isnan(b_starts), b_ends, b_starts)  # started, or gave up (failed) without starting
     makespan = float(np.nanmax(b_ends) - np.min(b_arrivals)) if done_b.any() else math.nan
     ttft = a["ttft_ms"][done_i]
     ttft = ttft[~np.isnan(ttft)]
@@ -154,7 +156,7 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
         "batch_throughput_per_min": float(done_b.sum() / (makespan / 60_000.0)) if makespan > 0 else math.nan,
         "batch_makespan_ms": makespan,
         "batch_p95_ms": pct(lat_b, 95),
-        "longest_batch_stall_ms": longest_stall(b_arrivals, a["start_ms"][batch], b_done, result.end_ms),
+        "longest_batch_stall_ms": longest_stall(b_arrivals, b_left_queue, b_done, result.end_ms),
         "max_in_flight": max_concurrent(a["dispatch_ms"], a["end_ms"]),
         "max_batch_in_flight": max_concurrent(a["dispatch_ms"][batch], a["end_ms"][batch]),
         "stranded": int(np.isnan(a["dispatch_ms"]).sum()),

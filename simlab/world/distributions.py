@@ -33,6 +33,9 @@ def empirical_values(path: Path, column: str) -> np.ndarray:
     return _empirical_values(path, column, stamp)
 
 
+empirical_values.cache_clear = lambda: _empirical_values.cache_clear()
+
+
 @functools.lru_cache(maxsize=32)
 def _empirical_values(path: Path, column: str, stamp) -> np.ndarray:
     try:

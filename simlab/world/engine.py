@@ -36,6 +36,10 @@ SERIES_COLUMNS = (
 )
 
 
+class _Endless(Exception):
+    """Raised in a closed-loop user's process (SimPy re-creates it from its args) past the event budget."""
+
+
 @dataclass
 class SimResult:
     scenario: str
@@ -107,22 +111,30 @@ class Engine:
             if not user.more(env.now):
                 return
             self._created += 1
-            if self._created > self.scenario.max_tasks:
-                raise self._endless(user)
+            if self._created & 0x3FFF == 0 or self._created > self.scenario.max_tasks:
+                self._check_budget(user.workload)
             task = user.make_task(env.now)
             task.payload = done = env.event()
             self.tasks.append(task)
             self._start(self.policy.submit(task))
             yield done
 
-    def _endless(self, user: ClosedLoopUser) -> InputError:
-        wi = next(i for i, w in enumerate(self.scenario.workload) if w is user.workload)
+    def _check_budget(self, workload) -> None:
+        # Past the budget, or on pace to pass it tenfold before the arrivals end: stop now, not in minutes.
+        budget, now = self.scenario.max_tasks, self.env._now
+        pace = self._created * self.scenario.duration_ms / max(now, 1e-9)
+        if self._created > budget or pace > 10 * budget:
+            raise _Endless(workload)
+
+    def _endless(self, workload) -> InputError:
+        wi = next(i for i, w in enumerate(self.scenario.workload) if w is workload)
         where = f"workload[{wi}].arrivals"
         return InputError(
             self.scenario.path, where,
-            f"closed-loop users sent more than max_tasks = {self.scenario.max_tasks:,} requests by "
-            f"{self.env.now:,.3f} ms of simulated time: think and service times near zero would never let the run "
-            "end. Give think or service a longer time, set requests_per_user, or raise max_tasks.",
+            f"closed-loop users sent {self._created:,} requests by {self.env.now:.3g} ms of simulated time, on pace "
+            f"to exceed max_tasks = {self.scenario.max_tasks:,} (the event budget): think and service times near "
+            "zero would keep the run going for hours. Give think or service a longer time, set requests_per_user, "
+            "or raise max_tasks.",
         )
 
     # --- observation -----------------------------------------------------------------------------------
@@ -165,7 +177,10 @@ class Engine:
                 for u in range(w.arrivals.users):
                     env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
         sampler = env.process(self._sampler())
-        env.run(until=sampler)
+        try:
+            env.run(until=sampler)
+        except _Endless as exc:
+            raise self._endless(exc.args[0]) from None
         series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
         stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
         return SimResult(
