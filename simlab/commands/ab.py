@@ -33,7 +33,7 @@ def main(args) -> int:
     run_seeds = seeds(args, scenario)
     out = out_dir(args, scenario, "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet)
+                    progress=not args.quiet, scheduler=args.scheduler_address, tasks_format=args.tasks)
     figures = []
     if not args.no_figures:
         from simlab.plots.ab import ab_figures

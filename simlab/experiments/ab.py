@@ -45,9 +45,10 @@ def seeds_for(seed: int, replications: int) -> list[int]:
     return list(range(seed, seed + replications))
 
 
-def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds: bool = True) -> list[Job]:
+def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds: bool = True,
+         tasks_format: str = "auto") -> list[Job]:
     jobs = [
-        Job(p, options.with_changes(policy=p), s, keep_tasks=(s == seeds[0]))
+        Job(p, options.with_changes(policy=p), s, keep_tasks=(s == seeds[0]), tasks_format=tasks_format)
         for p in policies
         for s in seeds
     ]
@@ -61,9 +62,9 @@ def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds:
 
 
 def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: Path | None, workers=1,
-           baseline="unscheduled", progress=True, bounds=True) -> AbResult:
-    jobs = plan(scenario, options, policies, seeds, bounds)
-    metrics = run_jobs(scenario, jobs, out, workers, progress)
+           baseline="unscheduled", progress=True, bounds=True, scheduler=None, tasks_format="auto") -> AbResult:
+    jobs = plan(scenario, options, policies, seeds, bounds, tasks_format)
+    metrics = run_jobs(scenario, jobs, out, workers, progress, scheduler=scheduler)
     rows = [m for j, m in zip(jobs, metrics) if not j.variant]
     bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
     aggregate = {
