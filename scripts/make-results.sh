@@ -3,14 +3,23 @@
 # tests/test_reference_results.py regenerates the tables into a temporary folder and diffs them with the
 # committed ones, so any change in behaviour shows up as a diff in review.
 #   scripts/make-results.sh [OUT] [extra simlab ab flags, e.g. --no-figures]
+# Works from any folder and any clone: OUT is taken relative to where you are, everything else to the
+# checkout this script belongs to; simlab is this checkout's (its .venv, else the python on PATH with simlab).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-out="${1:-results/reference}"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+out="${1:-$repo/results/reference}"
 shift || true
-simlab=".venv/bin/simlab"
+mkdir -p "$out"
+out="$(cd "$out" && pwd -P)"
+if [ -x "$repo/.venv/bin/python" ]; then
+  python="$repo/.venv/bin/python"
+else
+  python="$(command -v python3 || command -v python)"
+fi
+cd "$repo"  # scenarios are named relative to the checkout; `python -m simlab` runs this checkout's code
 run() {  # scenario, replications
   local name=$1 reps=$2; shift 2
-  "$simlab" ab "scenarios/$name.toml" --out "$out/$name" --replications "$reps" --workers 2 --quiet "$@" >/dev/null
+  "$python" -m simlab ab "scenarios/$name.toml" --out "$out/$name" --replications "$reps" --workers 2 --quiet "$@" >/dev/null
   rm -rf "$out/$name/runs" "$out/$name"/figures/*.svg
   echo "$out/$name"
 }
@@ -18,4 +27,6 @@ run seed-article 5 "$@"
 run nightly-backfill 5 "$@"
 run eval-sweep 3 "$@"
 run provider-quota 3 "$@"
-run bench-1h 2 "$@"
+run bursty-chat 3 "$@"
+run bench-1h 2 --no-frontier "$@"  # the performance scenario: a static-cap sweep of one-hour runs is not the point
+run real-engine 2 "$@"

@@ -1,17 +1,21 @@
-"""The `simlab` command line. Bad input is one message on stderr and exit code 2 (a traceback only with --debug)."""
+"""The `simlab` command line. Bad input (InputError) is one message on stderr and exit code 2 (a traceback only with
+--debug). Anything else is a bug in simlab, never disguised as bad input: its traceback, a line saying so, exit 1."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import traceback
 
 from simlab.errors import InputError
 
 EXIT_INPUT = 2
+EXIT_INTERNAL = 1
 
 # Each module in simlab/commands/ adds one subcommand.
-COMMANDS = ("run", "ab", "tune", "replay", "fit", "calibrate", "calibrate_gpu", "report")
+COMMANDS = ("run", "ab", "tune", "decide", "replay", "fit", "calibrate", "calibrate_gpu", "report", "loadtest",
+            "validate_real")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,3 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished runs are saved; run the same command again to continue", file=sys.stderr)
         return 130
+    except OSError as exc:  # the machine, not the input nor simlab: a full disk, a folder without write permission
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - a bug: show where, say what it is
+        if args.debug:
+            raise
+        traceback.print_exc()
+        print(f"internal error: {type(exc).__name__}: {exc}. This is a bug in simlab, not a problem with your input; "
+              "please report it with the traceback above. Finished runs are saved.", file=sys.stderr)
+        return EXIT_INTERNAL

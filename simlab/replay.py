@@ -7,6 +7,7 @@ in trace order; finishes follow in the order their tasks started.
 
 from __future__ import annotations
 
+import csv
 import heapq
 import io
 from dataclasses import dataclass
@@ -81,22 +82,13 @@ def replay(tasks: list[Task], options: SchedulerOptions) -> ReplayResult:
 
 def replay_csv(result: ReplayResult) -> str:
     out = io.StringIO()
-    out.write("id,kind,arrival_ms,service_ms,start_ms,end_ms,latency_ms\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("id", "kind", "arrival_ms", "service_ms", "start_ms", "end_ms", "latency_ms"))
     for t in result.tasks:
         latency = None if t.end_ms is None else t.end_ms - t.arrival_ms
-        out.write(
-            f"{_csv_cell(t.id)},{t.kind},{format_ms(t.arrival_ms)},{format_ms(t.service_ms)},"
-            f"{format_ms(t.start_ms)},{format_ms(t.end_ms)},{format_ms(latency)}\n"
-        )
+        writer.writerow((t.id, t.kind, *(format_ms(v) for v in (t.arrival_ms, t.service_ms, t.start_ms, t.end_ms, latency))))
     return out.getvalue()
 
 
 def write_replay(result: ReplayResult, path: str | Path) -> None:
     atomic_write_text(path, replay_csv(result))
-
-
-def _csv_cell(value) -> str:
-    text = str(value)
-    if any(c in text for c in ',"\n\r'):
-        return '"' + text.replace('"', '""') + '"'
-    return text

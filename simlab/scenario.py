@@ -115,6 +115,17 @@ class ClosedLoop(Strict):
     requests_per_user: int | None = Field(default=None, ge=1)
 
 
+class Resampled(Strict):
+    """A log's own arrival times (one `arrival_ms` column), rebuilt per seed by a block bootstrap: blocks of
+    `block_ms` drawn with replacement keep the log's bursts, and each seed is another resample of the traffic.
+    What `simlab fit` writes when a piecewise rate cannot reproduce the log's burstiness."""
+
+    process: Literal["resampled"]
+    file: str
+    block_ms: float = Field(default=60_000.0, gt=0)
+    span_ms: float | None = Field(default=None, gt=0)  # the log's span (default: the scenario's duration)
+
+
 class Trace(Strict):
     """Replay a file: the generic `id,kind,arrival_ms,service_ms` CSV or the Azure LLM trace format."""
 
@@ -124,10 +135,13 @@ class Trace(Strict):
     offset_ms: float = Field(default=0.0, ge=0)  # skip this much of the trace's beginning
     limit_ms: float | None = Field(default=None, gt=0)  # keep this much of it
     time_scale: float = Field(default=1.0, gt=0)  # >1 stretches time (slower traffic)
+    # block bootstrap of the kept window (keeps bursts): blocks of this length drawn with replacement
+    resample_block_ms: float | None = Field(default=None, gt=0)
+    resample: int = Field(default=0, ge=0)  # which resample (its own random stream); 0 with a block = resample 0
 
 
 Arrivals = Annotated[
-    Union[Poisson, Piecewise, Diurnal, Burst, ClosedLoop, Trace], Field(discriminator="process")
+    Union[Poisson, Piecewise, Diurnal, Burst, ClosedLoop, Trace, Resampled], Field(discriminator="process")
 ]
 
 
@@ -138,6 +152,10 @@ class Workload(Strict):
     service: Dist | None = None  # service time in ms
     prompt_tokens: Dist | None = None
     output_tokens: Dist | None = None
+    # traffic conditions (simlab/world/conditions.py): open-loop arrivals thinned (< 1) or superposed (> 1)
+    # with shifted copies of themselves, then delayed by shift_ms
+    load: float = Field(default=1.0, gt=0, le=20)
+    shift_ms: float = Field(default=0.0, ge=0)
 
 
 # --- backends ---------------------------------------------------------------------------------
@@ -237,7 +255,7 @@ class Tune(Strict):
     smoothing: Literal["alpha", "tau", "none"] = "alpha"
     allow_zero_min: bool = False
     recheck_on_expiry: bool = False
-    bounds: dict[str, tuple[float, float]] = {}
+    bounds: dict[str, Annotated[list[float], Field(min_length=2, max_length=2)]] = {}  # [low, high]
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -258,12 +276,50 @@ class Tune(Strict):
         return self
 
 
+class Decision(Strict):
+    """How `ab` and `decide` turn measurements into one recommendation (simlab/decision/rule.py).
+
+    rule "constrained": minimise interactive P95 subject to batch throughput >= throughput_fraction x the
+    reference arm's, judged on the lower CI bound; "slo": meet the SLO (P95 CI high <= slo_p95_ms, or within
+    bound_tolerance of the batch-absent bound when nothing meets it) and maximise batch throughput. Ties
+    (overlapping paired CIs) go to higher throughput, then to the simpler arm (static before adaptive)."""
+
+    rule: Literal["constrained", "slo"] = "constrained"
+    throughput_fraction: float = Field(default=0.9, gt=0, le=1.5)
+    reference: Literal["static", "priority", "unscheduled", "adaptive"] = "static"
+    bound_tolerance: float = Field(default=0.05, ge=0, le=5)  # "slo" rule: P95 within this fraction of the bound
+    level: float = Field(default=0.95, gt=0.5, lt=1)  # confidence level of every CI the rule reads
+
+
+class Conditions(Strict):
+    """Traffic conditions (simlab/world/conditions.py): each is the scenario transformed; the first
+    `search` are tuned on, the rest held out. An empty table means one condition: the scenario itself."""
+
+    time_shifts_ms: list[float] = []  # other windows of every trace workload (added to offset_ms)
+    resamples: int = Field(default=0, ge=0)  # block-bootstrap resamples of every trace workload
+    resample_block_ms: float = Field(default=30_000.0, gt=0)
+    load: list[float] = []  # interactive load multipliers (thinning below 1, superposition above)
+    batch_at_ms: list[float] = []  # batch arrivals delayed by this much
+    search: int = Field(default=1, ge=1)  # conditions used by the search; the others are held out
+
+    @model_validator(mode="after")
+    def _values(self):
+        for key in ("time_shifts_ms", "batch_at_ms"):
+            bad = [v for v in getattr(self, key) if v < 0]
+            if bad:
+                raise ValueError(f"{key}: {bad[0]} is negative (expected milliseconds >= 0)")
+        bad = [v for v in self.load if not 0 < v <= 20]
+        if bad:
+            raise ValueError(f"load: {bad[0]} is out of range (expected a multiplier in (0, 20])")
+        return self
+
+
 class Criteria(Strict):
     """The article's success criteria, made measurable."""
 
     slo_bin_ms: float = Field(default=10_000.0, gt=0)  # bins in which interactive P95 is judged
     p95_stay_ms: float = Field(default=30_000.0, gt=0)  # P95 above the SLO this long counts as "stays above"
-    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # no batch completion this long counts as a stall
+    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # batch work waiting this long with no batch completion
 
 
 class Scenario(Strict):
@@ -273,15 +329,29 @@ class Scenario(Strict):
     max_sim_ms: float | None = Field(default=None, gt=0)  # hard stop (default 20 x duration)
     slo_p95_ms: float = Field(default=2000.0, gt=0)  # the interactive business limit
     sample_ms: float | None = Field(default=None, gt=0)  # time-series resolution
+    max_tasks: int = Field(default=2_000_000, ge=1)  # closed-loop requests per run before it is stopped as endless
     backend: Backend
     workload: list[Workload] = Field(min_length=1)
     scheduler: dict[str, Any] = {}
     experiment: Experiment = Experiment()
     criteria: Criteria = Criteria()
     tune: Tune = Tune()
+    decision: Decision = Decision()
+    conditions: Conditions = Conditions()
 
     # set by load_scenario
     path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _unique_workload_names(self):
+        # a workload's name keys its random streams: two of the same name would draw identical tasks
+        seen: set[str] = set()
+        for w in self.workload:
+            if w.name is not None:
+                if w.name in seen:
+                    raise ValueError(f"workload: two workloads are named {w.name!r} (names must be unique)")
+                seen.add(w.name)
+        return self
 
     def options(self, policy: str | None = None) -> SchedulerOptions:
         data = dict(self.scheduler)
@@ -300,7 +370,7 @@ class Scenario(Strict):
 
 _TAGS = {
     "constant", "exponential", "lognormal", "uniform", "empirical",
-    "poisson", "piecewise", "diurnal", "burst", "closed-loop", "trace",
+    "poisson", "piecewise", "diurnal", "burst", "closed-loop", "trace", "resampled",
 }  # fmt: skip
 
 
@@ -310,7 +380,8 @@ def _all_field_names(model, seen=None) -> set[str]:
     for name, field in model.model_fields.items():
         names.add(field.alias or name)
     for cls in (Constant, Exponential, Lognormal, Uniform, Empirical, Poisson, Piecewise, Diurnal, Burst,
-                ClosedLoop, Trace, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Tune, Scenario):
+                ClosedLoop, Trace, Resampled, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Tune, Decision,
+                Conditions, Scenario):
         if cls not in seen:
             seen.add(cls)
             names |= {f.alias or n for n, f in cls.model_fields.items()}
@@ -334,7 +405,8 @@ def _loc(loc: tuple) -> str:
 
 def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
     try:
-        scenario = Scenario.model_validate(data)
+        # strict, as options files: "60000" is not a number and `true` is not 1 (an int is still a float)
+        scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as exc:
         errors = exc.errors()
         # A typo in a required key gives "missing" and "unknown key" errors: the unknown key (with its
@@ -380,6 +452,8 @@ def _check_semantics(s: Scenario) -> None:
             if isinstance(d, Empirical) and not _is_file(s.resolve(d.file)):
                 raise InputError(s.path, f"{where}.{key}.file", f"file not found: {s.resolve(d.file)}")
         arr = w.arrivals
+        if isinstance(arr, Resampled) and not _is_file(s.resolve(arr.file)):
+            raise InputError(s.path, f"{where}.arrivals.file", f"arrivals file not found: {s.resolve(arr.file)}")
         if isinstance(arr, Trace):
             if not _is_file(s.resolve(arr.file)):
                 raise InputError(s.path, f"{where}.arrivals.file", f"trace file not found: {s.resolve(arr.file)}")

@@ -56,7 +56,19 @@ def test_calibrate_finds_the_knee_and_writes_loadable_options(tiny, tmp_path):
     out = tmp_path / "cal"
     proc = simlab("calibrate", tiny, "--out", out, "--refine", "1", "--workers", "2", "--quiet")
     assert "recommended: interactiveRpsThreshold" in proc.stdout
-    options = load_options(out / "recommended-options.json")
+    # calibrate no longer exports competing options: the verified ones live in calibration.json, and its knee
+    # becomes tune's search ranges (tune-bounds.json, read by `simlab tune --calibration`)
+    assert not (out / "recommended-options.json").exists()
+    from simlab.policies import options_from_dict
+
+    options = options_from_dict(json.loads((out / "calibration.json").read_text())["options"])
+    bounds = json.loads((out / "tune-bounds.json").read_text())
+    assert bounds["interactiveRpsThreshold"] == [options.interactive_rps_threshold / 2, options.interactive_rps_threshold * 2]
+    from simlab.commands.tune import with_calibration
+    from simlab.scenario import load_scenario
+
+    tuned = with_calibration(load_scenario(tiny), str(out))
+    assert tuple(tuned.tune.bounds["interactiveP95LatencyMs"]) == (500.0, 2000.0)
     assert options.policy == "adaptive"
     assert options.interactive_p95_latency_ms == 1000
     assert options.max_concurrency == 4 and options.batch_max_concurrency == 3

@@ -111,16 +111,16 @@ def test_missing_inputs_skip_their_figures(ab_dir, tmp_path):
     assert len(list((out / "figures").glob("*.png"))) == len(FIGURES)
     for p in out.glob("runs/*/seed-*/series.csv"):
         p.unlink()
-    (out / "policies.csv").unlink()
     figures = ab_figures(out, strict=True)
-    assert figures == ["figures/latency_cdf.png", "figures/rolling_p95.png"]
-    for name in ("batch_cap_inflight", "queues", "tradeoff"):
+    assert figures == ["figures/latency_cdf.png", "figures/rolling_p95.png", "figures/tradeoff.png"]
+    for name in ("batch_cap_inflight", "queues"):
         assert not (out / "figures" / f"{name}.png").exists() and not (out / "figures" / f"{name}.svg").exists()
     for p in out.glob("runs/*/seed-*/tasks.csv"):
         p.unlink()
-    assert ab_figures(out, strict=True) == []
-    (out / "meta.json").unlink()
+    assert ab_figures(out, strict=True) == ["figures/tradeoff.png"]  # from the record alone
+    (out / "result.json").unlink()
     assert ab_figures(out) == []
+    assert not list((out / "figures").glob("*.png"))
 
 
 def test_scenario_without_batch_work_skips_the_tradeoff(tmp_path):

@@ -76,6 +76,7 @@ def mmc_scenario(rho: float, customers: int, c: int = SLOTS, kind: str = "intera
             "backend": {"kind": "slots", "slots": c},
             "workload": [
                 {
+                    "name": "customers",  # the stream key: the same draws whatever the class
                     "class": kind,
                     "arrivals": {"process": "poisson", "rate_per_s": lam * 1000.0},
                     "service": {"dist": "exponential", "mean": SERVICE_MS},

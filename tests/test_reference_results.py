@@ -16,8 +16,9 @@ TABLES = ("summary.csv", "policies.csv", "comparison.csv", "verdicts.csv", "boun
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reference")
-    subprocess.run(["bash", "scripts/make-results.sh", str(out), "--no-figures"], cwd=ROOT, check=True,
-                   capture_output=True, text=True, timeout=900)
+    # from another folder, with OUT relative to it: the script finds its own checkout
+    subprocess.run(["bash", str(ROOT / "scripts" / "make-results.sh"), out.name, "--no-figures"], cwd=out.parent,
+                   check=True, capture_output=True, text=True, timeout=900)
     return out
 
 

@@ -280,7 +280,7 @@ def assert_input_error(proc, *needles):
 
 def test_a_folder_that_does_not_exist(tmp_path):
     proc = simlab("report", tmp_path / "nope", check=False)
-    assert_input_error(proc, "nope", "no such folder", "simlab ab", "fit.json")
+    assert_input_error(proc, "nope", "no such folder", "simlab ab", "result.json")
     assert not (tmp_path / "report.html").exists()
 
 
@@ -290,7 +290,7 @@ def test_a_folder_of_unrelated_files(tmp_path):
     (d / "notes.txt").write_text("hello\n")
     (d / "data.csv").write_text("a,b\n1,2\n")
     proc = simlab("report", d, check=False)
-    assert_input_error(proc, "stuff", "not a simlab output folder", "data.csv, notes.txt", "meta.json")
+    assert_input_error(proc, "stuff", "not a simlab output folder", "data.csv, notes.txt", "result.json")
     assert not (tmp_path / "report.html").exists()
 
 
@@ -299,13 +299,35 @@ def test_a_file_an_interrupted_run_and_broken_json(tmp_path):
     f.write_text("x\n")
     assert_input_error(simlab("report", f, check=False), "is a file, not a folder")
     half = tmp_path / "half"
-    half.mkdir()
-    (half / "meta.json").write_text("{}")
-    assert_input_error(simlab("report", half, check=False), "simlab ab", "policies.csv is missing")
+    (half / "runs").mkdir(parents=True)
+    (half / "summary.csv").write_text("policy,seed\n")
+    assert_input_error(simlab("report", half, check=False), "simlab ab", "summary.csv, runs/", "result.json is missing",
+                       "run simlab ab again")
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "fit.json").write_text('{"log": "x.csv",\n  nope}')
-    assert_input_error(simlab("report", broken, check=False), "fit.json", "line 2", "not valid JSON")
+    (broken / "result.json").write_text('{"simlab_result": "fit",\n  nope}')
+    assert_input_error(simlab("report", broken, check=False), "result.json", "line 2", "not valid JSON")
+
+
+def test_an_old_schema_or_a_damaged_record(outs, tmp_path):
+    """A result.json from another schema version, or with a field of the wrong type: exit 2 naming file and field."""
+    import json
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(outs / "ab", old, ignore=shutil.ignore_patterns("runs"))
+    data = json.loads((old / "result.json").read_text())
+    data["schema_version"] = 0
+    (old / "result.json").write_text(json.dumps(data))
+    assert_input_error(simlab("report", old, check=False), "result.json", "schema_version", "is 0",
+                       "run simlab ab again")
+    data["schema_version"] = 1
+    data["record"]["verdicts"][0]["p95_verdict"] = "maybe"
+    (old / "result.json").write_text(json.dumps(data))
+    assert_input_error(simlab("report", old, check=False), "result.json", "record.verdicts.0.p95_verdict")
+    del data["record"]["runs"]
+    (old / "result.json").write_text(json.dumps(data))
+    assert_input_error(simlab("report", old, check=False), "result.json", "record.runs", "Field required")
 
 
 def test_never_overwrites_a_commands_own_report(outs, report):

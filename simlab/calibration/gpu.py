@@ -305,3 +305,22 @@ def step_toml(fit: GpuFit, profile_name: str | None) -> str:
 
 def profile_csv(fit: GpuFit) -> str:
     return "batch_size,step_ms\n" + "".join(f"{c},{round(d, 6)!r}\n" for c, d in fit.profile)
+
+
+def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> str:
+    """The fitted continuous-batching backend as a scenario snippet (what `simlab loadtest` prints)."""
+    lines = [
+        f"# Fitted by simlab from {fit.path.name} ({len(fit.rows)} measurements); fit error: mean "
+        f"{fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}.",
+        "[backend]",
+        'kind = "continuous-batching"',
+        f"max_num_seqs = {max_num_seqs}",
+        "[backend.step]",
+        f"base_ms = {round(fit.base_ms, 6)!r}",
+        f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
+        f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
+    ]
+    if profile_path and fit.profile:
+        lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
+                     "interpolated, instead of base + per_seq (noisier on a busy machine)")
+    return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from simlab import records
 from simlab.atomic import atomic_write_text
 from simlab.calibration.fit import ALPHA, LogFit, fmt_p, format_duration, format_span, p_is
 from simlab.calibration.validate import Validation
@@ -307,11 +308,10 @@ def write_report(fit: LogFit, out: Path, scenario_path: Path, notes: list[str], 
                 written.append("validation-lengths")
     log = fit.log
     md = [f"# Fit of {log.path.name}\n"]
-    md.append(
-        f"{len(log.frame):,} requests over {format_span(log.span_ms)}"
-        + (f", from {log.origin}" if log.origin else "")
-        + f". Layout: {log.layout}. Columns: " + "; ".join(f"{k} <- {v}" for k, v in log.sources.items()) + ".\n"
-    )
+    summary = (f"{len(log.frame):,} requests over {format_span(log.span_ms)}"
+               + (f", from {log.origin}" if log.origin else "")
+               + f". Layout: {log.layout}. Columns: " + "; ".join(f"{k} <- {v}" for k, v in log.sources.items()) + ".")
+    md.append(summary + "\n")
     if log.resolution_ms:
         md.append(f"Timestamps are written to whole {'seconds' if log.resolution_ms >= 1000 else 'milliseconds'}: "
                   "the Poisson tests spread each one uniformly within its tick (fixed seed) so that rounding ties "
@@ -413,9 +413,14 @@ def write_report(fit: LogFit, out: Path, scenario_path: Path, notes: list[str], 
     )
     path = out / "report.md"
     atomic_write_text(path, "\n".join(md))
-    atomic_write_text(out / "fit.json", json.dumps(_jsonable(fit.as_dict() | (
+    fit_json = json.dumps(_jsonable(fit.as_dict() | (
         {"validation": {"seeds": val.seeds, "policy": val.policy, "passed": val.passed,
-                        "checks": [c.row() for c in val.checks]}} if val is not None else {})), indent=1) + "\n")
+                        "checks": [c.row() for c in val.checks]}} if val is not None else {})), indent=1) + "\n"
+    atomic_write_text(out / "fit.json", fit_json)
+    records.save(records.FitRecord(
+        log=str(log.path), summary=summary, scenario_file=scenario_path.name,
+        scenario_text=_scenario_words(scenario_path), fit=json.loads(fit_json),
+        figures=[f"figures/{n}.png" for n in written]), out)
     atomic_write_text(out / "rates.csv", rates_csv(fit))
     if val is not None:
         atomic_write_text(out / "validation.csv", validation_csv(val))
@@ -539,9 +544,10 @@ def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
         knee_figure(cal, out / "figures")
     rec = cal.recommended
     md = [f"# Calibration of {cal.scenario.name}\n"]
-    md.append(f"Interactive rate ramped from {min(p.rps for p in cal.points):.3g} to {max(p.rps for p in cal.points):.3g} "
-              f"req/s (the scenario offers {cal.base_rps:.3g} req/s); {len(cal.seeds)} seeds per point "
-              f"({cal.seeds[0]}..{cal.seeds[-1]}); SLO: interactive P95 {cal.slo_ms:,.0f} ms.\n")
+    summary = (f"Interactive rate ramped from {min(p.rps for p in cal.points):.3g} to {max(p.rps for p in cal.points):.3g} "
+               f"req/s (the scenario offers {cal.base_rps:.3g} req/s); {len(cal.seeds)} seeds per point "
+               f"({cal.seeds[0]}..{cal.seeds[-1]}); SLO: interactive P95 {cal.slo_ms:,.0f} ms.")
+    md.append(summary + "\n")
     md.append("## Knees\n")
     rows = [[CURVE_LABELS[c], k.describe()] for c, k in cal.knees.items()]
     md.append(md_table(["curve", "rate where P95 crosses the SLO"], rows))
@@ -556,13 +562,17 @@ def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
          "the SLO: the latency pressure p95 / threshold reaches 1 (batch at its minimum) when the window's P95 "
          "reaches the SLO."],
     ]))
-    md.append("Options file: `recommended-options.json` (use it with `--options`):\n")
+    md.append("These values are not exported as options: they set `simlab tune`'s search ranges (`tune-bounds.json`, "
+              "read with `simlab tune SCENARIO --calibration DIR`), so each scenario gets one recommendation. "
+              "The options verified below:\n")
     md.append("```json\n" + json.dumps(cal.options, indent=1) + "\n```\n")
+    verification = None
     if "adaptive" in cal.knees:
         k = cal.knees["adaptive"]
-        md.append(f"Verification: with these options the adaptive scheduler's knee is {k.describe()}; "
-                  f"batch present at full cap: {cal.knees['batch'].describe()}; batch absent (the ceiling without "
-                  f"preemption): {cal.knees['alone'].describe()}.\n")
+        verification = (f"Verification: with these options the adaptive scheduler's knee is {k.describe()}; "
+                        f"batch present at full cap: {cal.knees['batch'].describe()}; batch absent (the ceiling "
+                        f"without preemption): {cal.knees['alone'].describe()}.")
+        md.append(verification + "\n")
     if figures:
         md.append("![knee](figures/knee.png)\n")
     md.append("## Points\n")
@@ -589,7 +599,27 @@ def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
         "knees": {c: {"rps": k.rps, "ci_low": k.lo, "ci_high": k.hi, "status": k.status} for c, k in cal.knees.items()},
         "recommended": rec, "options": cal.options, "notes": cal.notes,
         "points": [p.row() for p in cal.points]}), indent=1) + "\n")
+    records.save(records.CalibrationRecord(
+        scenario=cal.scenario.name, slo_p95_ms=cal.slo_ms, seeds=list(cal.seeds), base_rps=cal.base_rps,
+        summary=summary,
+        knees={c: records.Knee(k.rps, k.lo, k.hi, k.status, k.describe()) for c, k in cal.knees.items()},
+        recommended=json.loads(json.dumps(_jsonable(rec))), options=json.loads(json.dumps(_jsonable(cal.options))),
+        verification=verification, notes=[str(n) for n in cal.notes],
+        points=json.loads(json.dumps(_jsonable([p.row() for p in cal.points]))),
+        figures=["figures/knee.png"] if figures else []), out)
     return path
+
+
+def _scenario_words(path: Path) -> str:
+    """The fitted scenario in words, as the A/B report describes scenarios ("" when it does not load)."""
+    from simlab.errors import InputError
+    from simlab.experiments.ab_report import describe
+    from simlab.scenario import load_scenario
+
+    try:
+        return describe(load_scenario(path))
+    except InputError:
+        return ""
 
 
 # --- `simlab calibrate-gpu`: the step-time fit ----------------------------------------------------------

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from simlab.commands.common import add_experiment_args, out_dir, positive, scenario_options, seeds
+from simlab.commands.common import (
+    add_experiment_args, bound_warning, capacity_check, out_dir, positive, scenario_options, seeds, warn,
+)
+from pathlib import Path
+
 from simlab.errors import InputError, did_you_mean
 
 
@@ -12,6 +16,8 @@ def register(sub) -> None:
     p.add_argument("--policies", help="comma-separated (default: the scenario's, else unscheduled,priority,static,adaptive)")
     p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.add_argument("--no-frontier", action="store_true",
+                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1) and the verdict")
     p.set_defaults(func=main)
 
 
@@ -19,9 +25,10 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    capacity_check(scenario)
 
-    from simlab.experiments.ab import run_ab
-    from simlab.experiments.ab_report import terminal_table, write_report
+    from simlab.experiments.ab import finish, run_ab
+    from simlab.experiments.ab_report import terminal_table
     from simlab.policies import POLICY_NAMES
 
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
@@ -31,17 +38,23 @@ def main(args) -> int:
     baseline = args.baseline if args.baseline in policies else policies[0]
     options = scenario_options(scenario, args.options, None)
     run_seeds = seeds(args, scenario)
-    out = out_dir(args, scenario, "ab")
+    # A/B of tuned options goes beside the baseline A/B, never over it
+    out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet, scheduler=args.scheduler_address, tasks_format=args.tasks)
-    figures = []
-    if not args.no_figures:
-        from simlab.plots.ab import ab_figures
+                    progress=not args.quiet, write=False, scheduler=args.scheduler_address,
+                    tasks_format=args.tasks)
+    if not args.no_frontier:
+        from simlab.decision.ab import ab_decision
 
-        figures = ab_figures(out)
-    write_report(result, scenario, options, out, figures)
+        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet)
+        if decision is not None:
+            result.verdict = (f"{decision[0].sentence} ({scenario.decision.rule} rule, static caps "
+                              f"1..{options.max_concurrency - 1} swept)")
+    finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
+    if (w := bound_warning(scenario, result.bounds)) is not None:
+        warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(result))
-    print(f"\nreport: {out}/report.md  tables: {out}/summary.csv, {out}/comparison.csv"
-          + (f"  figures: {out}/figures/" if figures else ""))
+    print(f"\nreport: {out}/report.md  record: {out}/result.json  tables: {out}/summary.csv, {out}/comparison.csv"
+          + (f"  figures: {out}/figures/" if result.figures else ""))
     return 0

@@ -6,7 +6,7 @@ import argparse
 from textwrap import fill
 import sys
 
-from simlab.commands.common import add_experiment_args, out_dir, positive, seeds
+from simlab.commands.common import add_experiment_args, capacity_check, out_dir, positive, seeds
 from simlab.errors import InputError
 
 EPILOG = """\
@@ -66,6 +66,12 @@ def base_options(scenario, options_file):
     return options_from_dict(data, source)
 
 
+def tune_bounds(recommended: dict) -> dict:
+    """Ranges for `simlab tune --calibration`: a factor of two either side of the knee's threshold and the SLO."""
+    thr, p95 = recommended["interactiveRpsThreshold"], recommended["interactiveP95LatencyMs"]
+    return {"interactiveRpsThreshold": [thr / 2, thr * 2], "interactiveP95LatencyMs": [p95 / 2, p95 * 2]}
+
+
 def main(args) -> int:
     from simlab.atomic import atomic_write_text
     from simlab.calibration.knee import CURVE_LABELS, calibrate, interactive_workloads, offered_rps
@@ -74,6 +80,7 @@ def main(args) -> int:
 
     scenario = load_scenario(args.scenario)
     interactive_workloads(scenario)
+    capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
     if args.replications is None:
         args.replications = min(scenario.experiment.replications, 5)
     run_seeds = seeds(args, scenario)
@@ -105,7 +112,9 @@ def main(args) -> int:
                     verify=not args.no_verify, progress=progress)
     import json
 
-    atomic_write_text(out / "recommended-options.json", json.dumps(cal.options, indent=2) + "\n")
+    # One recommendation per scenario: calibrate does not export competing options; its knee sets tune's ranges
+    (out / "recommended-options.json").unlink(missing_ok=True)
+    atomic_write_text(out / "tune-bounds.json", json.dumps(tune_bounds(cal.recommended), indent=2) + "\n")
     report = write_calibration_report(cal, out, figures=not args.no_figures)
     print(f"{scenario.name}: interactive P95 against rate, SLO {cal.slo_ms:,.0f} ms, {len(run_seeds)} seeds per point")
     for curve, knee in cal.knees.items():
@@ -115,6 +124,7 @@ def main(args) -> int:
           f"interactiveP95LatencyMs = {rec['interactiveP95LatencyMs']:g} (the SLO)")
     for n in cal.notes:
         print(f"note: {n}")
-    print(f"\noptions: {out / 'recommended-options.json'}  report: {report}"
+    print(f"\nsearch ranges for tune: {out / 'tune-bounds.json'} (simlab tune {args.scenario} --calibration {out})"
+          f"  report: {report}"
           + ("" if args.no_figures else f"  figure: {out / 'figures' / 'knee.png'}"))
     return 0

@@ -30,6 +30,28 @@ def scenario_options(scenario, options_file, policy):
     return options
 
 
+def capacity_check(scenario, announce: bool = True, label: str | None = None):
+    """Warn (stderr) when no scheduler can meet the scenario's SLO on its interactive traffic; the Capacity."""
+    from simlab.experiments.capacity import check
+
+    cap = check(scenario)
+    if announce:
+        for w in cap.warnings():
+            warn(f"{label}: {w}" if label else w)
+    return cap
+
+
+def bound_warning(scenario, bounds: list[dict]) -> str | None:
+    """When the interactive P95 with batch absent (mean over seeds) already exceeds the SLO."""
+    p95 = [r["interactive_p95_ms"] for r in bounds if r.get("policy") == "bound-no-batch"]
+    p95 = [v for v in p95 if v == v]
+    if not p95 or sum(p95) / len(p95) <= scenario.slo_p95_ms:
+        return None
+    return (f"capacity: with batch work absent, interactive P95 is already {sum(p95) / len(p95):,.0f} ms (mean over "
+            f"{len(p95)} seeds), above the SLO ({scenario.slo_p95_ms:,.0f} ms): no scheduler can meet this SLO on "
+            "this traffic.")
+
+
 def out_dir(args, scenario, leaf: str) -> Path:
     return Path(args.out) if args.out else Path("results") / scenario.name / leaf
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simlab.commands.common import add_experiment_args, out_dir, positive, scenario_options, seeds
+from simlab.commands.common import add_experiment_args, capacity_check, out_dir, positive, scenario_options, seeds
 
 
 def register(sub) -> None:
@@ -16,6 +16,7 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    capacity_check(scenario)
 
     from simlab.atomic import atomic_write_text
     from simlab.experiments.metrics import SUMMARY_COLUMNS

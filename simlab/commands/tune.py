@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
+import sys
 import time
 from pathlib import Path
 
-from simlab.commands.common import out_dir, positive, scenario_options
+from simlab.commands.common import bound_warning, capacity_check, out_dir, positive, scenario_options, warn
+from simlab.errors import InputError
 
 
 def register(sub) -> None:
@@ -23,6 +24,10 @@ def register(sub) -> None:
     p.add_argument("--mode", choices=["single", "multi"], help="single objective, or a P95 vs throughput Pareto front")
     p.add_argument("--join", action="store_true",
                    help="join a shared study as one more worker (many machines on PostgreSQL; not reproducible)")
+    p.add_argument("--force", action="store_true",
+                   help="export best-options.json even when no policy can meet the SLO on this traffic")
+    p.add_argument("--calibration", help="a `simlab calibrate` output folder (or its tune-bounds.json): its knee sets the "
+                   "threshold ranges, unless [tune.bounds] sets them")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
 
@@ -31,11 +36,37 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    if getattr(args, "calibration", None):
+        scenario = with_calibration(scenario, args.calibration)
+    return run(scenario, args)[0]
 
+
+def with_calibration(scenario, where: str):
+    """The scenario with calibrate's threshold ranges in [tune.bounds] (the scenario's own bounds win)."""
+    from simlab.errors import read_text
+
+    path = Path(where)
+    path = path / "tune-bounds.json" if path.is_dir() else path
+    try:
+        ranges = json.loads(read_text(path, "calibration file", "tune-bounds.json from `simlab calibrate`"))
+        bounds = {str(k): (float(v[0]), float(v[1])) for k, v in ranges.items()}
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise InputError(path, None, f"not a tune-bounds.json written by `simlab calibrate` ({exc})") from None
+    merged = {**bounds, **scenario.tune.bounds}
+    try:
+        tune = type(scenario.tune).model_validate({**scenario.tune.model_dump(), "bounds": merged})
+    except Exception as exc:
+        raise InputError(path, "bounds", str(exc).splitlines()[-1]) from None
+    return scenario.model_copy(update={"tune": tune})
+
+
+def run(scenario, args) -> tuple[int, dict | None]:
+    """Tune, validate, export; (exit code, the chosen configuration's validation summary row)."""
+    cap = capacity_check(scenario, announce=not getattr(args, "capacity_checked", False))
     from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space
-    from simlab.tuning.study import TuneContext, join, optimize
+    from simlab.tuning.study import TuneContext, join, optimize, refuse_changed_study
     from simlab.tuning.validation import choose, validate
 
     started = time.perf_counter()
@@ -53,17 +84,28 @@ def main(args) -> int:
     seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
     progress = not args.quiet
 
-    # The reference arm's batch throughput on the search seeds: the constraint's yardstick.
-    reference = base.with_changes(policy=tune.reference)
-    ref = run_jobs(scenario, [Job("reference", reference, s) for s in seeds], out / "search", workers, progress)
-    ref_thr = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
-
-    ctx = TuneContext(scenario, base, space, storage, args.study or scenario.name, seeds, ref_thr)
+    ctx = TuneContext(scenario, base, space, storage, args.study or scenario.name, seeds)
     ctx.identity = {
         "simlab_objective": f"{tune.mode}:{tune.objective}",
         "simlab_scenario": scenario.name,
-        "simlab_setup": _setup_hash(scenario, base, space, seeds),
+        **_setup_identity(scenario, base, space, seeds),
     }
+    refuse_changed_study(ctx)  # before any work: a study made from other inputs is never resumed
+
+    # The reference arm's batch throughput on the search seeds: the constraint's yardstick; and the interactive
+    # P95 with batch absent, the floor no options can go below.
+    reference = base.with_changes(policy=tune.reference)
+    jobs = [Job("reference", reference, s) for s in seeds]
+    if {w.kind for w in scenario.workload} == {"interactive", "batch"}:
+        jobs += [Job("bound-no-batch", base.with_changes(policy="unscheduled"), s, "no-batch") for s in seeds]
+    ran = run_jobs(scenario, jobs, out / "search", workers, progress)
+    ref = ran[: len(seeds)]
+    ctx.reference_throughput = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
+    ctx.reference_per_seed = [m["batch_throughput_per_min"] for m in ref]  # pairs the constraint per seed
+    floor = bound_warning(scenario, ran[len(seeds):])
+    if floor is not None:
+        warn(floor)
+    unreachable = cap.slo_unreachable or floor is not None
     bar = _progress_bar(n_trials, ctx) if progress else None
     try:
         study = (join if args.join else optimize)(ctx, n_trials, **({} if args.join else {"workers": workers}), progress=bar)
@@ -73,20 +115,36 @@ def main(args) -> int:
 
     candidates, note = choose(ctx, study)
     rows, summary = validate(ctx, candidates, out, workers, progress)
-    pick = write_best(out, summary, ctx.multi)
+    refuse = unreachable and not args.force
+    pick = None if refuse else write_best(out, summary, ctx.multi)
     write_tables(ctx, study, out, rows, summary)
     figs = figures(ctx, study, out)
-    write_report(ctx, study, out, summary, note, pick, figs)
-    _print_summary(ctx, summary, pick, note, out, time.perf_counter() - started)
-    return 0
+    record = write_report(ctx, study, out, summary, note, pick, figs, time.perf_counter() - started)
+    _print_summary(record, out, time.perf_counter() - started)
+    if refuse:
+        raise InputError(
+            scenario.path, "slo_p95_ms",
+            f"no policy can meet the SLO ({scenario.slo_p95_ms:,.0f} ms) on this traffic (see the capacity warning "
+            f"above), so no options were exported. The study, trials and report are kept in {out}; fix the "
+            "capacity or the SLO, or rerun with --force to export the best options anyway.",
+        )
+    if pick is not None and not pick["meets_constraint"]:
+        from simlab.tuning.report import CANDIDATE_FILE
+
+        print(f"\nnot exported: the chosen options miss the batch-throughput constraint on held-out seeds "
+              f"(paired margin's lower CI bound {pick['throughput_margin_ci_low']:,.1f}/min < 0); "
+              f"candidate written to {out}/{CANDIDATE_FILE}", file=sys.stderr)
+        return 3, pick
+    return 0, pick
 
 
-def _setup_hash(scenario, base, space, seeds) -> str:
-    """What makes two studies comparable: everything but the number of trials."""
-    dump = scenario.model_dump(mode="json", by_alias=True)
-    dump["tune"].pop("trials", None)
-    payload = json.dumps({"scenario": dump, "base": base.to_json_dict(), "space": space.bounds, "seeds": seeds}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:
+    """What makes two studies comparable: everything but the number of trials, including the bytes of every
+    file the scenario reads and simlab's code (a resumed study must not mix trials of different inputs)."""
+    from simlab import fingerprint
+
+    return fingerprint.identity(scenario, {"base": base.to_json_dict(), "space": space.bounds, "seeds": seeds},
+                                drop_tune=("trials",))
 
 
 class _progress_bar:
@@ -112,17 +170,16 @@ class _progress_bar:
         self.bar.close()
 
 
-def _print_summary(ctx, summary, pick, note, out: Path, elapsed: float) -> None:
-    from simlab.experiments.tables import fmt_ci, text_table
+def _print_summary(record, out: Path, elapsed: float) -> None:
+    from simlab.experiments.tables import text_table
+    from simlab.tuning.report import validation_table
 
-    metric = ctx.tune.objective.upper()
-    print(f"{ctx.scenario.name}: held-out {metric} on {ctx.tune.holdout_seeds} fresh seeds (95% CI)\n")
-    rows = [[s["config"], fmt_ci(s["holdout_objective_ms"], s["holdout_objective_ci_low"], s["holdout_objective_ci_high"]),
-             fmt_ci(s["holdout_throughput_per_min"], s["holdout_throughput_ci_low"], s["holdout_throughput_ci_high"]),
-             "yes" if s["meets_constraint"] else "NO"] for s in summary]
-    print(text_table(["config", f"{metric} ms", "batch/min", "meets constraint"], rows))
-    if note:
-        print(f"\nnote: {note}")
-    if pick is not None:
+    print(f"{record.scenario}: held-out {record.metric} on {len(record.holdout_seeds)} fresh seeds (95% CI)\n")
+    table = validation_table(record)
+    print(text_table(table.header, [[c.line() for c in row] for row in table.rows]))
+    if record.note:
+        print(f"\nnote: {record.note}")
+    print("\nverdict: " + record.decision.headline.replace("**", ""))
+    if record.best_options is not None:
         print(f"\nbest options: {out}/best-options.json")
-    print(f"report: {out}/report.md  trials: {out}/trials.csv  ({elapsed:.1f} s)")
+    print(f"report: {out}/report.md  record: {out}/result.json  trials: {out}/trials.csv  ({elapsed:.1f} s)")

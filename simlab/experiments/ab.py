@@ -1,19 +1,20 @@
 """A/B experiments: every policy on the same seeds (common random numbers), paired comparisons with 95% CIs,
-the article's three verdicts, and two bounds that put the numbers in context."""
+the article's three verdicts, and two bounds that put the numbers in context. The result is one AbRecord
+(simlab/records.py): written once as result.json and CSV tables, read by every renderer."""
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from simlab.atomic import atomic_write_text
 from simlab.experiments.metrics import SUMMARY_COLUMNS
 from simlab.experiments.runner import Job, run_jobs
-from simlab.experiments.tables import csv_text
 from simlab.experiments.stats import intervals_overlap, mean_ci, paired
+from simlab.experiments.tables import csv_text
 from simlab.policies import SchedulerOptions
+from simlab.records import (VERDICT_COLUMNS, AbRecord, Comparison, Criteria, Interval, PolicyAggregate, RunMetrics,
+                            Verdict, columns, save)
 from simlab.scenario import Scenario
 
 DEFAULT_POLICIES = ("unscheduled", "priority", "static", "adaptive")
@@ -28,17 +29,10 @@ COMPARED = {
     "max_in_flight": "lower",
 }
 AGGREGATED = [c for c in SUMMARY_COLUMNS if c not in ("policy", "seed")]
+NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
 
-
-@dataclass
-class AbResult:
-    policies: list[str]
-    seeds: list[int]
-    rows: list[dict]  # one per policy and seed
-    bounds: list[dict]
-    aggregate: dict[str, dict[str, tuple[float, float, float]]]  # policy -> metric -> (mean, lo, hi)
-    comparisons: list[dict]
-    verdicts: list[dict]
+# kept for callers of the old name: the A/B result is the AbRecord
+AbResult = AbRecord
 
 
 def seeds_for(seed: int, replications: int) -> list[int]:
@@ -56,65 +50,110 @@ def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds:
         free = options.with_changes(policy="unscheduled")
         has = {w.kind for w in scenario.workload}
         if "batch" in has and "interactive" in has:
-            jobs += [Job("bound-no-batch", free, s, "no-batch") for s in seeds]
-            jobs += [Job("bound-batch-alone", free, s, "batch-alone") for s in seeds]
+            jobs += [Job(NO_BATCH, free, s, "no-batch") for s in seeds]
+            jobs += [Job(BATCH_ALONE, free, s, "batch-alone") for s in seeds]
     return jobs
 
 
 def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: Path | None, workers=1,
-           baseline="unscheduled", progress=True, bounds=True, scheduler=None, tasks_format="auto") -> AbResult:
+           baseline="unscheduled", progress=True, bounds=True, figures=False, write=True, scheduler=None,
+           tasks_format="auto") -> AbRecord:
+    """Run and build the record; with `out` (runs are saved there) and `write`, also write it (see `finish`).
+    write=False: the caller adds to the record (e.g. the frontier's verdict), then calls `finish` once."""
     jobs = plan(scenario, options, policies, seeds, bounds, tasks_format)
     metrics = run_jobs(scenario, jobs, out, workers, progress, scheduler=scheduler)
     rows = [m for j, m in zip(jobs, metrics) if not j.variant]
     bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
-    aggregate = {
-        p: {m: mean_ci([r[m] for r in rows if r["policy"] == p]) for m in AGGREGATED} for p in policies
-    }
-    comparisons = compare(rows, policies, baseline, aggregate)
-    verdicts = judge(scenario, options, rows, aggregate, policies)
-    result = AbResult(list(policies), list(seeds), rows, bound_rows, aggregate, comparisons, verdicts)
-    if out is not None:
-        write_outputs(result, scenario, options, out)
-    return result
+    record = build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)
+    if out is not None and write:
+        finish(record, out, figures)
+    return record
 
 
-def compare(rows, policies, baseline, aggregate) -> list[dict]:
-    """Each policy against the baseline, and `adaptive` against every other policy."""
+def finish(record: AbRecord, out: Path, figures: bool = False) -> None:
+    """The figures (from the record) when `figures`, then result.json, the CSV tables and report.md."""
+    if figures:
+        from simlab.plots.ab import ab_figures
+
+        record.figures = ab_figures(out, record)
+    write_outputs(record, out)
+
+
+def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
+    out = []
+    for p in labels:
+        mine = [r for r in rows if r["policy"] == p]
+        out.append(PolicyAggregate(p, len(mine), {m: Interval.of(mean_ci([r[m] for r in mine])) for m in AGGREGATED}))
+    return out
+
+
+def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds, rows, bound_rows,
+                 baseline="unscheduled") -> AbRecord:
+    from simlab.experiments.ab_report import describe
+
+    policies = list(policies)
+    aggregates = aggregate_rows(rows, policies)
+    aggregate = {a.policy: {m: i.tuple() for m, i in a.metrics.items()} for a in aggregates}
+    bound_labels = list(dict.fromkeys(r["policy"] for r in bound_rows))
+    crit = scenario.criteria
+    return AbRecord(
+        scenario=scenario.name,
+        description=scenario.description,
+        scenario_file=str(scenario.path) if scenario.path else None,
+        scenario_text=describe(scenario),
+        criteria=Criteria(scenario.slo_p95_ms, crit.slo_bin_ms, crit.p95_stay_ms, crit.batch_stall_ms),
+        options=options.to_json_dict(),
+        policies=policies,
+        seeds=list(seeds),
+        baseline=baseline if baseline in policies else policies[0],
+        runs=[_run(r) for r in rows],
+        bound_runs=[_run(r) for r in bound_rows],
+        aggregates=aggregates,
+        bound_aggregates=aggregate_rows(bound_rows, bound_labels),
+        comparisons=compare(rows, policies, baseline, aggregate),
+        verdicts=judge(crit, options.max_concurrency, rows, policies, bound_rows),
+    )
+
+
+def _run(row: dict) -> RunMetrics:
+    return RunMetrics(row["policy"], int(row["seed"]), {c: row.get(c) for c in AGGREGATED})
+
+
+def compare(rows, policies, baseline, aggregate) -> list[Comparison]:
+    """Each policy against the baseline, and `adaptive` against every other policy. `aggregate`: policy -> metric
+    -> (mean, ci_low, ci_high), the per-policy intervals shown beside the paired difference."""
     pairs = [(p, baseline) for p in policies if p != baseline and baseline in policies]
     if "adaptive" in policies:
         pairs += [("adaptive", p) for p in policies if p != "adaptive" and ("adaptive", p) not in pairs]
     out = []
     for cand, base in pairs:
         for metric, better in COMPARED.items():
-            a = [r[metric] for r in rows if r["policy"] == cand]
-            b = [r[metric] for r in rows if r["policy"] == base]
+            a = [r[metric] for r in sorted(rows, key=lambda r: r["seed"]) if r["policy"] == cand]
+            b = [r[metric] for r in sorted(rows, key=lambda r: r["seed"]) if r["policy"] == base]
             pc = paired(a, b)
             ca, cb = aggregate[cand][metric], aggregate[base][metric]
-            out.append(
-                {
-                    "candidate": cand,
-                    "baseline": base,
-                    "metric": metric,
-                    "better": better,
-                    "candidate_mean": ca[0],
-                    "candidate_ci_low": ca[1],
-                    "candidate_ci_high": ca[2],
-                    "baseline_mean": cb[0],
-                    "baseline_ci_low": cb[1],
-                    "baseline_ci_high": cb[2],
-                    **pc,
-                    "cis_overlap": intervals_overlap(ca[1:], cb[1:]) if all(map(math.isfinite, ca[1:] + cb[1:])) else True,
-                }
-            )
+            overlap = intervals_overlap(ca[1:], cb[1:]) if all(map(math.isfinite, ca[1:] + cb[1:])) else True
+            out.append(Comparison(
+                candidate=cand, baseline=base, metric=metric, better=better,
+                candidate_mean=ca[0], candidate_ci_low=ca[1], candidate_ci_high=ca[2],
+                baseline_mean=cb[0], baseline_ci_low=cb[1], baseline_ci_high=cb[2],
+                **pc, cis_overlap=overlap,
+            ))
     return out
 
 
-def judge(scenario: Scenario, options: SchedulerOptions, rows, aggregate, policies) -> list[dict]:
-    """The article's success criteria, per policy, on the mean over seeds:
-    1. interactive P95 does not stay above its threshold (no stretch of SLO bins longer than stay_ms);
-    2. batch keeps moving during interactive peaks (no stall longer than the limit, nothing stranded);
-    3. total concurrency never exceeds maxConcurrency (in any seed)."""
-    crit = scenario.criteria
+def judge(criteria, max_concurrency, rows, policies, bound_rows=()) -> list[Verdict]:
+    """The article's success criteria per policy, each on the worst seed (the max over seeds, not the mean):
+    1. interactive P95 does not stay above the SLO: the longest stretch of consecutive SLO bins over it is shorter
+       than p95_stay_ms in every seed. When the run with batch absent (bound-no-batch, also its worst seed) fails
+       this too, a failing policy gets 'capacity' instead of 'fail': no scheduler can meet this SLO on this traffic
+       without preempting running work;
+    2. batch keeps moving: the longest batch stall (batch work waiting while no batch task completes) is shorter
+       than batch_stall_ms in every seed, and no batch task is stranded (never started) in any seed;
+    3. total concurrency never exceeds max_concurrency in any seed."""
+    no_batch = [r["p95_over_slo_longest_ms"] for r in bound_rows if r["policy"] == NO_BATCH]
+    bound_stay = max(no_batch) if no_batch else None
+    bound_fails = bound_stay is not None and bound_stay >= criteria.p95_stay_ms
     out = []
     for p in policies:
         mine = [r for r in rows if r["policy"] == p]
@@ -122,48 +161,44 @@ def judge(scenario: Scenario, options: SchedulerOptions, rows, aggregate, polici
         stall = max(r["longest_batch_stall_ms"] for r in mine)
         stranded = sum(r["stranded"] for r in mine)
         peak = max(r["max_in_flight"] for r in mine)
-        cap = options.max_concurrency
-        out.append(
-            {
-                "policy": p,
-                "p95_not_stuck_above_slo": stay < crit.p95_stay_ms,
-                "longest_p95_over_slo_ms": stay,
-                "batch_keeps_moving": stall < crit.batch_stall_ms and stranded == 0,
-                "longest_batch_stall_ms": stall,
-                "stranded": stranded,
-                "concurrency_within_cap": cap is None or peak <= cap,
-                "max_in_flight": peak,
-                "max_concurrency": cap,
-            }
-        )
+        p95 = "pass" if stay < criteria.p95_stay_ms else ("capacity" if bound_fails else "fail")
+        out.append(Verdict(
+            policy=p,
+            p95_verdict=p95,
+            longest_p95_over_slo_ms=stay,
+            bound_longest_p95_over_slo_ms=bound_stay,
+            batch_keeps_moving=stall < criteria.batch_stall_ms and stranded == 0,
+            longest_batch_stall_ms=stall,
+            stranded=stranded,
+            concurrency_within_cap=max_concurrency is None or peak <= max_concurrency,
+            max_in_flight=peak,
+            max_concurrency=max_concurrency,
+        ))
     return out
 
 
 # --- files -------------------------------------------------------------------------------------------
-def write_outputs(result: AbResult, scenario: Scenario, options: SchedulerOptions, out: Path) -> None:
+def write_outputs(record: AbRecord, out: Path) -> None:
+    """result.json (the record) and the tables users read, all from the record; then report.md."""
+    from simlab.experiments.ab_report import write_report
+
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "summary.csv", csv_text(result.rows, SUMMARY_COLUMNS))
-    if result.bounds:
-        atomic_write_text(out / "bounds.csv", csv_text(result.bounds, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(record.rows, SUMMARY_COLUMNS))
+    if record.bound_runs:
+        atomic_write_text(out / "bounds.csv", csv_text(record.bounds, SUMMARY_COLUMNS))
     agg_rows, agg_cols = [], ["policy", "n"]
     for m in AGGREGATED:
         agg_cols += [f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high"]
-    for p in result.policies:
-        row = {"policy": p, "n": len(result.seeds)}
+    for a in record.aggregates:
+        row = {"policy": a.policy, "n": len(record.seeds)}
         for m in AGGREGATED:
-            row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = result.aggregate[p][m]
+            i = a.metrics[m]
+            row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = i.mean, i.ci_low, i.ci_high
         agg_rows.append(row)
     atomic_write_text(out / "policies.csv", csv_text(agg_rows, agg_cols))
-    if result.comparisons:
-        atomic_write_text(out / "comparison.csv", csv_text(result.comparisons, list(result.comparisons[0])))
-    atomic_write_text(out / "verdicts.csv", csv_text(result.verdicts, list(result.verdicts[0])))
-    meta = {
-        "scenario": scenario.name,
-        "description": scenario.description,
-        "scenario_file": str(scenario.path) if scenario.path else None,
-        "slo_p95_ms": scenario.slo_p95_ms,
-        "options": options.to_json_dict(),
-        "policies": result.policies,
-        "seeds": result.seeds,
-    }
-    atomic_write_text(out / "meta.json", json.dumps(meta, indent=1))
+    if record.comparisons:
+        atomic_write_text(out / "comparison.csv", csv_text(record.table("comparisons"), columns(Comparison)))
+    atomic_write_text(out / "verdicts.csv", csv_text(record.table("verdicts"), VERDICT_COLUMNS))
+    save(record, out)
+    write_report(record, out)

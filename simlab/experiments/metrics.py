@@ -65,17 +65,42 @@ def max_concurrent(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(np.max(np.cumsum(deltas[order])))
 
 
-def longest_stall(arrivals: np.ndarray, ends: np.ndarray, horizon: float) -> float:
-    """Longest time batch work was pending while no batch task finished."""
-    if len(arrivals) == 0:
+def waiting_intervals(arrivals: np.ndarray, starts: np.ndarray, horizon: float) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [arrival, start) over tasks, as sorted disjoint (low, high) arrays. A task that never
+    started waits until `horizon`."""
+    starts = np.where(np.isnan(starts), horizon, starts)
+    keep = starts > arrivals
+    lo, hi = arrivals[keep], starts[keep]
+    if len(lo) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    new = np.concatenate([[True], lo[1:] > hi[:-1]])  # a gap before this interval: a new run of waiting
+    first = np.flatnonzero(new)
+    last = np.concatenate([first[1:] - 1, [len(lo) - 1]])
+    return lo[first], hi[last]
+
+
+def longest_stall(arrivals: np.ndarray, starts: np.ndarray, ends: np.ndarray, horizon: float) -> float:
+    """Longest time during which batch work waited (arrived, not yet started: queued in the scheduler or in the
+    server) and no batch task completed. Idle time with nothing waiting is not a stall.
+
+    `arrivals`, `starts` and `ends` are per batch task (NaN: never started / never completed); `ends` should
+    hold successful completions only; `horizon` is when the run stopped."""
+    lo, hi = waiting_intervals(np.asarray(arrivals, float), np.asarray(starts, float), horizon)
+    if len(lo) == 0:
         return 0.0
-    done = np.sort(ends[~np.isnan(ends)])
-    marks = np.concatenate([[np.min(arrivals)], done])
-    gaps = np.diff(marks) if len(marks) > 1 else np.array([0.0])
-    longest = float(np.max(gaps)) if len(gaps) else 0.0
-    if len(done) < len(arrivals):  # work left pending at the end
-        longest = max(longest, horizon - marks[-1])
-    return longest
+    done = np.asarray(ends, float)
+    done = np.sort(done[~np.isnan(done)])
+    # A completion splits the waiting run it falls in; pieces are measured between consecutive marks.
+    seg = np.searchsorted(lo, done, side="right") - 1
+    inside = (seg >= 0) & (done > lo[np.maximum(seg, 0)]) & (done < hi[np.maximum(seg, 0)])
+    marks = np.concatenate([lo, hi, done[inside]])
+    is_hi = np.concatenate([np.zeros(len(lo), bool), np.ones(len(hi), bool), np.zeros(int(inside.sum()), bool)])
+    order = np.lexsort((~is_hi, marks))  # at one instant, a run's end comes before the next run's start
+    marks, is_hi = marks[order], is_hi[order]
+    pieces = np.diff(marks)[~is_hi[:-1]]  # a piece starting at a run's end is a gap with nothing waiting
+    return float(np.max(pieces)) if len(pieces) else 0.0
 
 
 def longest_over_slo(times: np.ndarray, latencies: np.ndarray, slo: float, bin_ms: float) -> float:
@@ -107,6 +132,9 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     lat_b = a["end_ms"][done_b] - a["arrival_ms"][done_b]
     b_arrivals = a["arrival_ms"][batch]
     b_ends = a["end_ms"][batch]
+    b_done = np.where(a["ok"][batch], b_ends, math.nan)  # a failure is not progress
+    b_starts = a["start_ms"][batch]
+    b_left_queue = np.where(np.isnan(b_starts), b_ends, b_starts)  # started, or gave up (failed) without starting
     makespan = float(np.nanmax(b_ends) - np.min(b_arrivals)) if done_b.any() else math.nan
     ttft = a["ttft_ms"][done_i]
     ttft = ttft[~np.isnan(ttft)]
@@ -128,7 +156,7 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
         "batch_throughput_per_min": float(done_b.sum() / (makespan / 60_000.0)) if makespan > 0 else math.nan,
         "batch_makespan_ms": makespan,
         "batch_p95_ms": pct(lat_b, 95),
-        "longest_batch_stall_ms": longest_stall(b_arrivals, b_ends, result.end_ms),
+        "longest_batch_stall_ms": longest_stall(b_arrivals, b_left_queue, b_done, result.end_ms),
         "max_in_flight": max_concurrent(a["dispatch_ms"], a["end_ms"]),
         "max_batch_in_flight": max_concurrent(a["dispatch_ms"][batch], a["end_ms"][batch]),
         "stranded": int(np.isnan(a["dispatch_ms"]).sum()),

@@ -1,13 +1,13 @@
 """Run many (policy, seed) simulations in parallel processes, each saved on its own so a rerun resumes.
 
 Every job writes its files atomically and `run.json` last; a rerun skips jobs whose `run.json` carries the
-same key (scenario, options, seed, variant, simlab version). Results are gathered in job order, so the
+same key: the scenario's settings, the bytes of every file it points at, the options, seed, variant and
+simlab's code (simlab.fingerprint). Results are gathered in job order, so the
 output does not depend on the number of workers or on which job finished first.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-import simlab
+from simlab import fingerprint
 from simlab.atomic import atomic_open, atomic_write_text
 from simlab.experiments.metrics import summarize
 from simlab.experiments.tables import csv_cell
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.engine import SERIES_COLUMNS, Engine, SimResult
+
 
 # Bound runs: the same scenario with one class removed, every task let through at once.
 VARIANTS = {
@@ -52,17 +53,16 @@ def scenario_variant(scenario: Scenario, variant: str) -> Scenario:
 
 
 def job_key(scenario: Scenario, job: Job) -> str:
-    payload = json.dumps(
+    return fingerprint.digest(
         {
             "scenario": scenario.model_dump(mode="json", by_alias=True),
+            "inputs": fingerprint.input_hashes(scenario),
             "options": job.options.to_json_dict(),
             "seed": job.seed,
             "variant": job.variant,
-            "version": simlab.__version__,
-        },
-        sort_keys=True,
+            "code": fingerprint.code_fingerprint(),
+        }
     )
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def write_tasks(result: SimResult, run_dir: Path, fmt: str = "auto") -> Path | None:

@@ -15,6 +15,8 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     n = len(x)
     if n == 0:
         return math.nan, math.nan, math.nan
+    if n >= 2 and np.all(x == x[0]):
+        return float(x[0]), float(x[0]), float(x[0])  # exact: np.mean of a constant may round off it
     mean = float(np.mean(x))
     if n < 2:
         return mean, math.nan, math.nan

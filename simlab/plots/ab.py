@@ -1,8 +1,9 @@
 """Figures for an A/B output directory (what `simlab ab` writes), for slides and for `report.md`.
 
-`ab_figures(out)` reads the directory's files only (meta.json, policies.csv, bounds.csv and the first seed's
-runs/POLICY/seed-N/{tasks,series}.csv), so it can be rerun on an old result. Each figure is written as
-PNG and SVG under out/figures/; a figure whose input is missing is skipped (and any stale copy removed).
+`ab_figures(out, record)` draws from the A/B record (simlab/records.py: aggregates, bounds, options) and the first
+seed's per-run files runs/POLICY/seed-N/{tasks,series}.csv that the runner keeps; without a record it loads
+out/result.json, so it can be rerun on an old result. Each figure is written as PNG and SVG under out/figures/; a
+figure whose input is missing is skipped (and any stale copy removed).
 
 1. latency_cdf         interactive end-to-end latency CDF per policy, SLO and 0.95 marked
 2. rolling_p95         interactive P95 over the scheduler's sliding window (windowMs), per policy, SLO marked
@@ -13,11 +14,9 @@ PNG and SVG under out/figures/; a figure whose input is missing is skipped (and 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import textwrap
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -40,19 +39,24 @@ class MissingInput(Exception):
 
 # --- reading the directory -------------------------------------------------------------------------------
 class AbDir:
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, record=None):
+        from simlab.errors import InputError
+        from simlab.records import load
+
         self.out = Path(out)
-        try:
-            self.meta = json.loads((self.out / "meta.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MissingInput(f"no readable meta.json in {self.out} ({exc})") from None
-        self.scenario = str(self.meta.get("scenario") or self.out.name)
-        self.slo = _float(self.meta.get("slo_p95_ms"))
-        self.options = self.meta.get("options") or {}
+        if record is None:
+            try:
+                record = load(self.out / "result.json", "ab")
+            except InputError as exc:
+                raise MissingInput(str(exc)) from None
+        self.record = record
+        self.scenario = record.scenario
+        self.slo = _float(record.slo_p95_ms)
+        self.options = record.options
         self.window_ms = _float(self.options.get("windowMs")) or 10_000.0
         self.max_concurrency = _float(self.options.get("maxConcurrency"))
-        self.policies = [str(p) for p in self.meta.get("policies") or []]
-        self.seeds = list(self.meta.get("seeds") or [])
+        self.policies = list(record.policies)
+        self.seeds = list(record.seeds)
         self.colors = style.policy_colors(self.policies)
         self.markers = style.policy_markers(self.policies)
         self._tasks: dict[str, pd.DataFrame | None] = {}
@@ -130,25 +134,6 @@ class AbDir:
             return None
         order = np.argsort(end, kind="stable")
         return end[order], lat[order]
-
-    @cached_property
-    def aggregate(self) -> pd.DataFrame | None:
-        df = self._read_all(self.out / "policies.csv")
-        return None if df is None else df.set_index("policy", drop=False)
-
-    @cached_property
-    def bounds(self) -> pd.DataFrame | None:
-        return self._read_all(self.out / "bounds.csv")
-
-    def _read_all(self, path: Path) -> pd.DataFrame | None:
-        if not path.is_file():
-            return None
-        try:
-            df = pd.read_csv(path, dtype={"policy": "string"})
-        except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            log.warning("cannot read %s: %s", path, exc)
-            return None
-        return df
 
     def seed_label(self, frames) -> str:
         seeds = sorted({f.attrs.get("seed") for f in frames if f is not None} - {None}, key=str)
@@ -404,23 +389,15 @@ X_METRIC, Y_METRIC = "interactive_p95_ms", "batch_throughput_per_min"
 
 
 def _bound(d: AbDir, name: str, metric: str) -> float | None:
-    b = d.bounds
-    if b is None or metric not in b.columns or "policy" not in b.columns:
-        return None
-    v = pd.to_numeric(b.loc[b["policy"] == name, metric], errors="coerce").dropna()
-    return float(v.mean()) if len(v) else None
+    i = d.record.bound(name, metric)
+    return None if i is None else i.mean
 
 
 def tradeoff(d: AbDir):
-    agg = d.aggregate
-    need = [f"{m}_{s}" for m in (X_METRIC, Y_METRIC) for s in ("mean", "ci_low", "ci_high")]
-    if agg is None or any(c not in agg.columns for c in need):
-        raise MissingInput("no policies.csv with P95 and batch throughput")
     pts = {}
     for p in d.policies:
-        if p not in agg.index:
-            continue
-        row = {c: _float(agg.at[p, c]) for c in need}
+        row = {f"{m}_{s}": _float(getattr(d.record.interval(p, m), s))
+               for m in (X_METRIC, Y_METRIC) for s in ("mean", "ci_low", "ci_high")}
         if row[f"{X_METRIC}_mean"] is not None and row[f"{Y_METRIC}_mean"] is not None:
             pts[p] = row
     if not pts:
@@ -563,16 +540,19 @@ BUILDERS = {
 }
 
 
-def ab_figures(out_dir, strict: bool = False) -> list[str]:
+def ab_figures(out_dir, record=None, strict: bool = False) -> list[str]:
     """Write out_dir/figures/NAME.{png,svg} for every figure whose input exists; return the PNG paths relative
-    to out_dir, in FIGURES order. A figure that fails for another reason is logged and skipped unless
-    `strict` (so a plotting bug never costs the user the report of a finished experiment)."""
+    to out_dir, in FIGURES order. `record`: the AbRecord (default: out_dir/result.json). A figure that fails for
+    another reason is logged and skipped unless `strict` (so a plotting bug never costs the user the report of a
+    finished experiment)."""
     out = Path(out_dir)
     target = out / "figures"
     try:
-        d = AbDir(out)
+        d = AbDir(out, record)
     except MissingInput as exc:
         log.warning("no figures: %s", exc)
+        for name in FIGURES:
+            _remove_stale(target, name)
         return []
     written = []
     with style.context():

@@ -3,7 +3,8 @@
 A driver (the SimPy engine, the replay tool, an asyncio service) owns time. It tells the policy when a task
 is submitted or has finished, and the policy answers with the tasks that start now, in start order. A driver
 also asks `next_check_ms()` after each call and calls `wake()` at that time, for policies that re-evaluate
-without a task event. Policies read time only through the injected `clock` (milliseconds).
+without a task event. A driver whose callers can give up withdraws a waiting task with `cancel()`.
+Policies read time only through the injected `clock` (milliseconds).
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ class Policy:
 
     def finish(self, task: Task) -> list[Task]:
         raise NotImplementedError
+
+    def cancel(self, task: Task) -> bool:
+        """Withdraw a task that is still waiting (its caller gave up). True if it was queued; the driver then
+        never starts it. A task already started is ended with `finish` instead, which frees its slot."""
+        return False
 
     def next_check_ms(self) -> float | None:
         """When the policy wants `wake()` without a task event; None if never."""

@@ -20,6 +20,14 @@ class FifoQueue(deque):
         """The oldest item, or None when empty."""
         return self.popleft() if self else None
 
+    def remove(self, item) -> bool:
+        """Take a waiting item out (a cancelled request); False if it is not here. O(n), cancellations only."""
+        try:
+            deque.remove(self, item)
+        except ValueError:
+            return False
+        return True
+
 
 class SeedHeap:
     """The article's `PriorityQueue`, sift rules included.
@@ -59,6 +67,27 @@ class SeedHeap:
             heap[0] = last
             self._sink(0)
         return top[1]
+
+    def remove(self, item) -> bool:
+        """Take a waiting item out (a cancelled request): the last element fills its place and is sifted
+        by the same rules as push and pop. False if it is not here."""
+        heap = self._heap
+        for i, (_, it) in enumerate(heap):
+            if it is item:
+                break
+        else:
+            return False
+        last = heap.pop()
+        if i < len(heap):
+            heap[i] = last
+            self._sink(i)
+            while i > 0:
+                parent = (i - 1) // 2
+                if heap[parent][0] <= heap[i][0]:
+                    break
+                heap[parent], heap[i] = heap[i], heap[parent]
+                i = parent
+        return True
 
     def _sink(self, i: int) -> None:
         heap = self._heap

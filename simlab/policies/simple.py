@@ -48,6 +48,13 @@ class Fifo(Policy):
         self._ended(task)
         return self._drain()
 
+    def cancel(self, task: Task) -> bool:
+        if not self._queue.remove(task):
+            return False
+        if not task.interactive:
+            self._batch_queued -= 1
+        return True
+
     def _drain(self) -> list[Task]:
         started = []
         while self.running < self.max_concurrency:
@@ -87,6 +94,9 @@ class Priority(Policy):
     def finish(self, task: Task) -> list[Task]:
         self._ended(task)
         return self._drain()
+
+    def cancel(self, task: Task) -> bool:
+        return (self._interactive if task.interactive else self._batch).remove(task)
 
     def _batch_limit(self) -> float:
         return self._cap

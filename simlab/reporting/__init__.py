@@ -1,7 +1,8 @@
 """`simlab report`: one design-review page from the folders that `simlab ab`, `tune`, `calibrate` and `fit` write.
 
-collect.py   recognises each folder by its files and reads them (bad or unknown folders: InputError, exit 2)
-content.py   turns what was read into one document: headings, paragraphs, tables with pass/fail cells, figures
+collect.py   finds each folder's result.json and loads its record (bad, old or unknown folders: InputError, exit 2)
+content.py   turns the records into one document: headings, paragraphs, tables with pass/fail cells, figures (the A/B
+             and tuning sections are the same blocks as those commands' own report.md)
 html.py      renders it as a single self-contained HTML page (CSS inline, figures as base64 PNG data URIs)
 markdown.py  renders it as Markdown, figures referenced by their path relative to the Markdown file
 

@@ -1,33 +1,28 @@
-"""Which simlab command wrote a folder, recognised by its files, and what is in it.
+"""Which simlab command wrote a folder, and its record: every command writes `result.json` (simlab/records.py), with
+its kind (ab, tune, calibrate, fit) and schema version; the report renders that record and the figures it lists.
 
-    ab         meta.json, policies.csv        (+ comparison.csv, verdicts.csv, bounds.csv, report.md, figures/)
-    tune       validation-summary.csv, trials.csv   (+ best-options.json, report.md, figures/)
-    calibrate  calibration.json               (+ recommended-options.json, report.md, figures/knee.png)
-    fit        fit.json                       (+ report.md, figures/)
-
-A folder that holds none of these but has such folders inside (e.g. results/SCENARIO/ with ab/ and tune/) stands
-for them, in name order. Anything else is an InputError (exit 2) naming the folder and what was expected."""
+A folder that holds no result.json but has such folders inside (e.g. results/SCENARIO/ with ab/ and tune/) stands
+for them, in name order. Anything else is an InputError (exit 2) naming the folder and what was expected: a folder
+of an older simlab (its tables but no result.json), an interrupted run, a damaged or old-schema result.json."""
 
 from __future__ import annotations
 
-import csv
-import json
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simlab import records
 from simlab.errors import InputError
 
-KINDS = {
-    "ab": ("meta.json", "policies.csv"),
-    "tune": ("validation-summary.csv", "trials.csv"),
-    "calibrate": ("calibration.json",),
-    "fit": ("fit.json",),
+ORDER = ("ab", "tune", "calibrate", "fit")  # the order of the sections in the report
+# files each command writes besides result.json: a folder with some of them but no result.json is old or unfinished
+SIGNS = {
+    "ab": ("summary.csv", "policies.csv", "meta.json", "runs"),
+    "tune": ("validation-summary.csv", "trials.csv", "study.db"),
+    "calibrate": ("calibration.json", "knee.csv"),
+    "fit": ("fit.json", "rates.csv"),
 }
-ORDER = tuple(KINDS)  # the order of the sections in the report
-EXPECTED = ("the output folder of simlab ab (meta.json, policies.csv), simlab tune (validation-summary.csv, "
-            "trials.csv), simlab calibrate (calibration.json) or simlab fit (fit.json)")
+EXPECTED = ("the output folder of simlab ab, tune, calibrate or fit (with its result.json), or a folder holding such "
+            "folders")
 
 
 @dataclass
@@ -35,31 +30,24 @@ class Source:
     kind: str
     path: Path  # absolute
     given: str  # as typed
-    files: dict = field(default_factory=dict)  # name -> parsed content (dict for JSON, list of rows for CSV)
-    report: str = ""  # the command's own report.md, for its prose ("" when missing)
-    figures: list[Path] = field(default_factory=list)  # PNGs, in the order the command's report.md shows them
+    record: object = None  # the command's record (records.AbRecord, TuneRecord, CalibrationRecord or FitRecord)
+    figures: list[Path] = field(default_factory=list)  # PNGs the record lists, in its order
     label: str = ""  # the folder relative to the report, e.g. "ab/" (set when the document is built)
     name: str = ""  # the scenario's name, or "fit of LOG"
 
-    def has(self, name: str) -> bool:
-        return self.files.get(name) is not None
+
+def _is_output(path: Path) -> bool:
+    return (path / records.RESULT_FILE).is_file()
 
 
-def kind_of(path: Path) -> str | None:
-    for kind, needed in KINDS.items():
-        if all((path / n).is_file() for n in needed):
-            return kind
-    return None
-
-
-def _partial(path: Path) -> str | None:
-    """'looks like a simlab ab output, but policies.csv is missing' for a folder with some of a kind's files."""
-    for kind, needed in KINDS.items():
-        have = [n for n in needed if (path / n).is_file()]
-        if have and len(have) < len(needed):
-            missing = ", ".join(n for n in needed if n not in have)
-            return (f"looks like the output of simlab {kind} ({', '.join(have)}), but {missing} is missing "
-                    f"(an interrupted run? run simlab {kind} again to finish it)")
+def _unfinished(path: Path) -> str | None:
+    """'looks like the output of simlab ab (summary.csv, runs/) but has no result.json ...' for an old or interrupted
+    folder."""
+    for kind, signs in SIGNS.items():
+        have = [n + ("/" if (path / n).is_dir() else "") for n in signs if (path / n).exists()]
+        if have:
+            return (f"looks like the output of simlab {kind} ({', '.join(have)}), but result.json is missing: "
+                    f"written by an older simlab, or interrupted; run simlab {kind} again to finish or regenerate it")
     return None
 
 
@@ -71,23 +59,26 @@ def _listing(path: Path) -> str:
     return f"found {', '.join(names[:8])}{more}"
 
 
-def resolve(given: str) -> list[tuple[str, Path]]:
-    """(kind, folder) for one DIR argument: the folder itself, or the output folders directly inside it."""
+def resolve(given: str) -> list[Path]:
+    """The output folders one DIR argument stands for: the folder itself, or the output folders directly inside."""
     path = Path(given)
     if not path.exists():
         raise InputError(given, None, f"no such folder; expected {EXPECTED}")
     if not path.is_dir():
         raise InputError(given, None, f"is a file, not a folder; expected {EXPECTED}")
-    kind = kind_of(path)
-    if kind:
-        return [(kind, path)]
-    partial = _partial(path)
-    if partial:
-        raise InputError(given, None, partial)
-    inside = [(kind_of(p), p) for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith(".")]
-    inside = [(k, p) for k, p in inside if k]
-    if inside:
-        return inside
+    if _is_output(path):
+        return [path]
+    unfinished = _unfinished(path)
+    if unfinished:
+        raise InputError(given, None, unfinished)
+    inside = [p for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    outputs = [p for p in inside if _is_output(p)]
+    if outputs:
+        return outputs
+    for p in inside:
+        unfinished = _unfinished(p)
+        if unfinished:
+            raise InputError(p, None, unfinished)
     raise InputError(given, None, f"not a simlab output folder ({_listing(path)}); expected {EXPECTED}")
 
 
@@ -96,140 +87,25 @@ def collect(dirs: list[str]) -> list[Source]:
     found: list[Source] = []
     seen = set()
     for given in dirs:
-        for kind, path in resolve(given):
+        for path in resolve(given):
             key = path.resolve()
             if key in seen:
                 continue
             seen.add(key)
-            found.append(_read(kind, path.absolute(), given))
+            found.append(_read(path.absolute(), given))
     found.sort(key=lambda s: ORDER.index(s.kind))  # stable: command-line order within a kind
     return found
 
 
 # --- reading ------------------------------------------------------------------------------------------------
 
-OPTIONAL = {
-    "ab": ("comparison.csv", "verdicts.csv", "bounds.csv"),
-    "tune": ("best-options.json",),
-    "calibrate": ("recommended-options.json",),
-    "fit": ("validation.csv",),
-}
-REQUIRED_COLUMNS = {
-    "policies.csv": ("policy",),
-    "comparison.csv": ("candidate", "baseline", "metric", "diff", "diff_ci_low", "diff_ci_high", "ratio", "significant"),
-    "verdicts.csv": ("policy", "p95_not_stuck_above_slo", "batch_keeps_moving", "concurrency_within_cap"),
-    "bounds.csv": ("policy",),
-    "validation-summary.csv": ("config", "holdout_objective_ms", "holdout_objective_ci_low", "holdout_objective_ci_high",
-                               "holdout_throughput_per_min", "holdout_throughput_ci_low", "holdout_throughput_ci_high",
-                               "meets_constraint"),
-    "trials.csv": ("trial", "state"),
-    "validation.csv": (),
-}
-
-
-def _read(kind: str, path: Path, given: str) -> Source:
-    src = Source(kind, path, given)
-    for name in KINDS[kind] + OPTIONAL[kind]:
-        f = path / name
-        if f.is_file():
-            src.files[name] = read_json(f) if name.endswith(".json") else read_csv(f, REQUIRED_COLUMNS.get(name, ()))
-    report = path / "report.md"
-    if report.is_file():
-        try:
-            src.report = report.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(report, None, f"cannot be read ({exc})") from None
-    src.figures = _figures(path, src.report)
-    return src
-
-
-def read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot be read ({exc})") from None
-
-
-def read_csv(path: Path, required=()) -> list[dict]:
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            rows = list(reader)
-            header = reader.fieldnames or []
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, None, f"cannot be read as CSV ({exc})") from None
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise InputError(path, "line 1", f"missing column(s) {', '.join(missing)} (found: {', '.join(header) or 'no header'})")
-    return rows
-
-
-def num(value) -> float:
-    """A CSV or JSON value as a float; NaN when empty or missing."""
-    if value is None or value == "":
-        return math.nan
-    if isinstance(value, bool):
-        return float(value)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def truth(value) -> bool:
-    return value is True or str(value).strip().lower() in ("true", "1", "yes")
-
-
-_FIG = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
-
-
-def _figures(path: Path, report: str) -> list[Path]:
-    """The PNGs the command's report.md shows, in its order (a report that shows none: none, so stale figures of an
-    earlier run stay out); without a report.md, figures/*.png by name."""
-    listed = []
-    for rel in _FIG.findall(report):
-        f = (path / rel)
-        if f.is_file() and f not in listed:
-            listed.append(f)
-    if not report and (path / "figures").is_dir():
-        listed = sorted((path / "figures").glob("*.png"))
-    return listed
-
-
-def md_sections(report: str) -> dict[str, str]:
-    """report.md split by '## ' headings: {'': text before the first, 'Verdict': ..., ...}."""
-    out: dict[str, str] = {}
-    name, buf = "", []
-    for line in report.splitlines():
-        if line.startswith("## "):
-            out[name] = "\n".join(buf).strip()
-            name, buf = line[3:].strip(), []
-        elif line.startswith("# ") and name == "" and not buf:
-            continue
-        else:
-            buf.append(line)
-    out[name] = "\n".join(buf).strip()
-    return out
-
-
-def paragraphs(text: str) -> list[str]:
-    """Prose paragraphs of a Markdown fragment (tables, code blocks, images and HTML left out), each on one line."""
-    out, buf, fenced = [], [], False
-    for line in text.splitlines() + [""]:
-        s = line.strip()
-        if s.startswith("```"):
-            fenced = not fenced
-            continue
-        if fenced:
-            continue
-        if not s:
-            if buf:
-                out.append(" ".join(buf))
-            buf = []
-        elif s.startswith(("|", "![", "<", "#")):
-            continue
-        else:
-            buf.append(s)
-    return out
+def _read(path: Path, given: str) -> Source:
+    record = records.load(path / records.RESULT_FILE)
+    figures = []
+    for rel in record.figures:
+        f = path / rel
+        if not f.is_file():
+            raise InputError(f, None, f"not found: {path / records.RESULT_FILE} lists this figure; run simlab "
+                             f"{record.KIND} again to redraw it")
+        figures.append(f)
+    return Source(record.KIND, path, given, record, figures)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PASS, FAIL = "pass", "fail"  # verdict cells: coloured badges
+CAPACITY = "capacity"  # a criterion no scheduler can pass on this traffic: neither pass nor the policy's fail
 GOOD, BAD = "good", "bad"  # significant improvements / worsenings: coloured text
 
 
@@ -17,7 +18,11 @@ GOOD, BAD = "good", "bad"  # significant improvements / worsenings: coloured tex
 class Cell:
     text: str
     sub: str = ""  # a second, smaller line (a 95% CI, a detail)
-    status: str | None = None  # PASS, FAIL, GOOD, BAD or None
+    status: str | None = None  # PASS, FAIL, CAPACITY, GOOD, BAD or None
+
+    def line(self) -> str:
+        """Text and detail on one line (terminal, Markdown)."""
+        return f"{self.text} {self.sub}".strip() if self.sub else self.text
 
 
 @dataclass

@@ -3,7 +3,7 @@
 No JavaScript, no web fonts, no external file: the CSS is inline and every figure is a base64 PNG data URI, so the
 file can be mailed or opened offline. Sized to be read from the back of a room: 24 px body text, black-on-white
 tables with a black header row, pass/fail cells as coloured badges that also say pass/FAIL (and carry a tick or a
-cross) for anyone who cannot tell the colours apart, figures at the page's full width."""
+cross; amber with a warning sign for a criterion no scheduler can meet) for anyone who cannot tell the colours apart, figures at the page's full width."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import struct
 from html import escape
 
 from simlab.errors import InputError
-from simlab.reporting.document import (BAD, FAIL, GOOD, PASS, Badges, Bullets, Callout, Cell, Code, Contents,
+from simlab.reporting.document import (BAD, CAPACITY, FAIL, GOOD, PASS, Badges, Bullets, Callout, Cell, Code, Contents,
                                        Document, Figure, Heading, Paragraph, Table, plain)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 CSS = """
 :root { --ink: #111; --soft: #333; --rule: #9a9a9a; --zebra: #eef0f3; --pass: #1a7f37; --fail: #c62828;
-        --pass-bg: #e2f4e6; --fail-bg: #fde6e4; --accent: #0b4f8a; }
+        --pass-bg: #e2f4e6; --fail-bg: #fde6e4; --cap: #8a5a00; --cap-bg: #fff1d6; --accent: #0b4f8a; }
 * { box-sizing: border-box; }
 html { font-size: 24px; -webkit-text-size-adjust: 100%; }
 body { margin: 0; background: #fff; color: var(--ink); line-height: 1.4;
@@ -60,10 +60,12 @@ td .sub { display: block; font-size: .8em; font-weight: 400; color: var(--soft);
 td.l .sub { white-space: normal; }
 tbody tr td.pass { background: var(--pass-bg); }
 tbody tr td.fail { background: var(--fail-bg); }
+tbody tr td.capacity { background: var(--cap-bg); }
 .badge { display: inline-block; padding: .05em .45em; border-radius: 5px; color: #fff; font-weight: 700;
          white-space: nowrap; }
 .badge.pass { background: var(--pass); }
 .badge.fail { background: var(--fail); }
+.badge.capacity { background: var(--cap); white-space: normal; }
 td .good { color: var(--pass); font-weight: 700; }
 td .bad { color: var(--fail); font-weight: 700; }
 td .tag { font-size: .72em; font-weight: 700; text-transform: uppercase; letter-spacing: .03em; margin-left: .35em; }
@@ -137,13 +139,13 @@ def _block(b) -> str:
 
 
 def _badge(c: Cell) -> str:
-    mark = {PASS: "✔ ", FAIL: "✘ "}.get(c.status, "")
+    mark = {PASS: "✔ ", FAIL: "✘ ", CAPACITY: "⚠ "}.get(c.status, "")
     return f'<span class="badge {c.status or ""}">{mark}{inline(c.text)}</span>'
 
 
 def _cell(c: Cell, align: str) -> str:
     classes = [align]
-    if c.status in (PASS, FAIL):
+    if c.status in (PASS, FAIL, CAPACITY):
         classes.append(c.status)
         main = _badge(c)
     elif c.status in (GOOD, BAD):

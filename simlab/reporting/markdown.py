@@ -1,6 +1,6 @@
 """The report as Markdown: the same content as the HTML page, figures linked by their path relative to the
 Markdown file (so the .md stays small and the figures stay where their command wrote them), pass/fail marked
-with ✅/❌ so the verdicts stand out on GitHub or any viewer."""
+with ✅/❌ (⚠️ for a criterion no scheduler can meet) so the verdicts stand out on GitHub or any viewer."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 import re
 from pathlib import Path
 
-from simlab.reporting.document import (BAD, FAIL, GOOD, PASS, Badges, Bullets, Callout, Cell, Code, Contents,
+from simlab.reporting.document import (BAD, CAPACITY, FAIL, GOOD, PASS, Badges, Bullets, Callout, Cell, Code, Contents,
                                        Document, Figure, Heading, Paragraph, Table, plain)
 
-MARK = {PASS: "✅ ", FAIL: "❌ "}
+MARK = {PASS: "✅ ", FAIL: "❌ ", CAPACITY: "⚠️ "}
 
 
 def render_markdown(doc: Document, base: Path) -> str:
@@ -52,8 +52,9 @@ def _block(b, base: Path, slugs: dict[str, str]) -> list[str]:
 
 
 def _cell(c: Cell) -> str:
-    if c.status in (PASS, FAIL):
+    if c.status in MARK:
         text = f"{MARK[c.status]}{c.text}"
+        return f"{text} ({c.sub})" if c.sub else text
     elif c.status == GOOD:
         text = f"**{c.text}** (better)"
     elif c.status == BAD:

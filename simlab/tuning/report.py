@@ -1,4 +1,5 @@
-"""What `simlab tune` leaves behind: best-options.json, trials.csv, validation.csv, figures and report.md."""
+"""What `simlab tune` leaves behind: the TuneRecord (result.json) and, made from it, validation-summary.csv and
+report.md; also best-options.json, trials.csv, validation.csv and figures."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from simlab.atomic import atomic_write_text
-from simlab.experiments.tables import csv_text
-from simlab.experiments.tables import fmt_ci, fmt_num, md_table
+from simlab.experiments.tables import csv_text, fmt_ci, fmt_num
+from simlab.records import TuneConfig, TuneDecision, TuneRecord, columns, save
 from simlab.tuning.study import TuneContext, constraint_of, trials_by_slot
-from simlab.tuning.validation import completed, feasible, pareto_front
+from simlab.tuning.validation import completed, feasible, holdout_seeds, pareto_front
 
 
 def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
@@ -56,8 +57,15 @@ def write_best(out: Path, summary: list[dict], multi: bool) -> dict | None:
         pick = picks[0] if picks else None
     if pick is None:
         return None
-    atomic_write_text(out / "best-options.json", json.dumps(_production(pick["options"]), indent=2) + "\n")
+    # only validated options become best-options.json; otherwise a file whose name says what it is
+    stale = out / ("best-options.json" if not pick["meets_constraint"] else CANDIDATE_FILE)
+    stale.unlink(missing_ok=True)
+    name = "best-options.json" if pick["meets_constraint"] else CANDIDATE_FILE
+    atomic_write_text(out / name, json.dumps(_production(pick["options"]), indent=2) + "\n")
     return pick
+
+
+CANDIDATE_FILE = "candidate-options-NOT-VALIDATED.json"
 
 
 def _production(options: dict) -> dict:
@@ -89,26 +97,46 @@ def figures(ctx: TuneContext, study, out: Path) -> list[str]:
         style.save(fig, target, fname)
         made.append(f"figures/{fname}.png")
 
+    def tidy(fig, axes, title):
+        # Optuna puts its own title on the figure: one title only, names not cut off, grey points explained,
+        # and a y-range of at least 10% of the values so that a 1% change does not look like a cliff
+        if getattr(fig, "_suptitle", None) is not None:
+            fig._suptitle.set_text("")
+        for ax in axes:
+            for loc in ("left", "center", "right"):
+                ax.set_title("", loc=loc)
+            lo, hi = ax.get_ylim()
+            mid, need = (lo + hi) / 2, 0.1 * abs((lo + hi) / 2)
+            if ax.get_yscale() == "linear" and ax.get_ylabel() and 0 < hi - lo < need:
+                ax.set_ylim(mid - need / 2, mid + need / 2)
+        fig.suptitle(title + "\ngrey points: trials that miss the batch-throughput constraint",
+                     fontsize=11)
+        fig.set_layout_engine("constrained")
+
     with style.context():
         if not ctx.multi and done:
             ax = ovm.plot_optimization_history(study, target_name=objective)
             fig = ax.figure
             fig.set_size_inches(*style.WIDE)
-            ax.set_title(f"{name}: optimisation history (feasible trials)")
+            tidy(fig, [ax], f"{name}: optimisation history (blue: feasible trials; line: best so far)")
             keep(fig, "optimization_history")
         if len(done) >= 3:
             try:
                 ax = ovm.plot_param_importances(study, target=(lambda t: t.values[0]), target_name=objective)
                 fig = ax.figure
                 fig.set_size_inches(*style.WIDE)
-                ax.set_title(f"{name}: which options matter for {ctx.tune.objective.upper()}")
+                for loc in ("left", "center", "right"):
+                    ax.set_title("", loc=loc)
+                fig.suptitle(f"{name}: which options matter for {ctx.tune.objective.upper()} (fANOVA importance)", fontsize=11)
+                fig.set_layout_engine("constrained")
                 keep(fig, "param_importances")
             except (RuntimeError, ValueError, ZeroDivisionError):
                 pass  # too few distinct trials to estimate importances
             axes = ovm.plot_slice(study, target=(lambda t: t.values[0]), target_name=objective)
             fig = axes.flat[0].figure if hasattr(axes, "flat") else axes.figure
             fig.set_size_inches(max(13.0, 3.0 * len(ctx.space.bounds) + 2), 6.0)
-            fig.suptitle(f"{name}: objective against each option")
+            tidy(fig, list(axes.flat) if hasattr(axes, "flat") else [axes], f"{name}: objective against each option "
+                 "(colour: trial number)")
             keep(fig, "slices")
         if done and ctx.multi:
             ax = ovm.plot_pareto_front(study, target_names=[objective, "batch throughput (jobs/min)"],
@@ -156,76 +184,147 @@ def tradeoff_figure(ctx: TuneContext, study, done):
     return fig
 
 
-def write_report(ctx: TuneContext, study, out: Path, summary: list[dict], note: str | None, pick: dict | None,
-                 figs: list[str], elapsed_s: float | None = None) -> None:
-    metric = ctx.tune.objective.upper()
+def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None, pick: dict | None,
+                 figs: list[str]) -> TuneRecord:
     done = completed(study)
-    n_feasible = sum(feasible(t) for t in done)
-    lines = [
-        f"# Tuning: {ctx.scenario.name}",
-        "",
-        f"{len(study.get_trials(deepcopy=False))} trials ({len(done)} complete, {n_feasible} feasible) of the adaptive "
-        f"policy, each on the same {len(ctx.seeds)} seeds ({ctx.seeds[0]}..{ctx.seeds[-1]}). Objective: mean "
-        f"interactive {metric}"
-        + (" and batch throughput (Pareto front)" if ctx.multi else "")
-        + f", subject to batch throughput >= {ctx.tune.throughput_fraction:g} x the `{ctx.tune.reference}` arm at the "
-        f"production options ({ctx.reference_throughput:,.1f} jobs/min on the search seeds). The production "
-        "defaults and a static-cap equivalent were the first trials. Storage: "
-        f"`{_safe(ctx.storage_url)}`, study `{ctx.study_name}`.",
-        "",
-        "Search space: " + ", ".join(f"`{k}` in [{fmt_num(lo)}, {fmt_num(hi)}]" for k, (lo, hi) in ctx.space.bounds.items())
-        + f"; `maxConcurrency` = {ctx.space.max_concurrency} (fixed).",
-        "",
-    ]
-    if note:
-        lines += [f"**{note}.**", ""]
-    lines += [f"## Held-out validation ({ctx.tune.holdout_seeds} fresh seeds from {ctx.tune.holdout_first_seed})", ""]
+    return TuneRecord(
+        scenario=ctx.scenario.name,
+        objective=ctx.tune.objective,
+        mode="multi" if ctx.multi else "single",
+        trials=len(study.get_trials(deepcopy=False)),
+        trials_complete=len(done),
+        trials_feasible=sum(feasible(t) for t in done),
+        seeds=list(ctx.seeds),
+        throughput_fraction=ctx.tune.throughput_fraction,
+        reference=ctx.tune.reference,
+        reference_throughput_per_min=ctx.reference_throughput,
+        required_throughput_per_min=summary[0]["required_throughput_per_min"],
+        study=ctx.study_name,
+        storage=_safe(ctx.storage_url),
+        space={k: [lo, hi] for k, (lo, hi) in ctx.space.bounds.items()},
+        max_concurrency=ctx.space.max_concurrency,
+        note=note,
+        holdout_seeds=holdout_seeds(ctx),
+        validation=[TuneConfig(**s) for s in summary],
+        decision=decide(ctx.tune.objective.upper(), ctx.tune.reference, summary, pick),
+        best_options=_production(pick["options"]) if pick is not None and pick["meets_constraint"] else None,
+        figures=list(figs),
+    )
+
+
+def write_report(ctx: TuneContext, study, out: Path, summary: list[dict], note: str | None, pick: dict | None,
+                 figs: list[str], elapsed_s: float | None = None) -> TuneRecord:
+    """The record (result.json), validation-summary.csv and report.md made from it."""
+    record = build_record(ctx, study, summary, note, pick, figs)
+    save(record, out)
+    atomic_write_text(out / "validation-summary.csv", csv_text([c.row() for c in record.validation],
+                                                               [c for c in columns(TuneConfig) if c != "options"]))
+    write_markdown(record, out, elapsed_s)
+    return record
+
+
+def intro_text(r: TuneRecord) -> str:
+    return (f"{r.trials} trials ({r.trials_complete} complete, {r.trials_feasible} feasible) of the adaptive policy, "
+            f"each on the same {len(r.seeds)} seeds ({r.seeds[0]}..{r.seeds[-1]}). Objective: mean interactive "
+            f"{r.metric}" + (" and batch throughput (Pareto front)" if r.mode == "multi" else "")
+            + f", subject to batch throughput >= {r.throughput_fraction:g} x the `{r.reference}` arm at the "
+            f"production options ({fmt_num(r.reference_throughput_per_min)} jobs/min on the search seeds). The "
+            "production defaults and a static-cap equivalent were the first trials.")
+
+
+def space_text(r: TuneRecord) -> str:
+    return ("Search space: " + ", ".join(f"`{k}` in [{fmt_num(lo)}, {fmt_num(hi)}]" for k, (lo, hi) in r.space.items())
+            + f"; `maxConcurrency` = {r.max_concurrency} (fixed).")
+
+
+def holdout_heading(r: TuneRecord) -> str:
+    return f"Held-out validation ({len(r.holdout_seeds)} fresh seeds from {r.holdout_seeds[0]})"
+
+
+def validation_table(r: TuneRecord):
+    from simlab.experiments.ab_report import ci_cell
+    from simlab.records import Interval
+    from simlab.reporting.document import FAIL, PASS, Cell, Table
+
     rows = []
-    for s in summary:
+    for c in r.validation:
+        bound = c.config.startswith("bound")
+        meets = Cell("–") if bound else (Cell("yes", status=PASS) if c.meets_constraint else Cell("NO", status=FAIL))
+        vs = (Cell("–") if c.config == "defaults"
+              else ci_cell(Interval(c.vs_defaults_diff_ms, c.vs_defaults_ci_low, c.vs_defaults_ci_high), sign=True))
         rows.append([
-            s["config"],
-            fmt_num(s["search_objective_ms"]) if s["search_objective_ms"] is not None else "–",
-            fmt_ci(s["holdout_objective_ms"], s["holdout_objective_ci_low"], s["holdout_objective_ci_high"]),
-            fmt_ci(s["holdout_throughput_per_min"], s["holdout_throughput_ci_low"], s["holdout_throughput_ci_high"]),
-            "yes" if s["meets_constraint"] else "NO",
-            "–" if s["config"] == "defaults" else fmt_ci(s["vs_defaults_diff_ms"], s["vs_defaults_ci_low"], s["vs_defaults_ci_high"]),
+            Cell(c.config),
+            Cell(fmt_num(c.search_objective_ms)),
+            ci_cell(Interval(c.holdout_objective_ms, c.holdout_objective_ci_low, c.holdout_objective_ci_high)),
+            ci_cell(Interval(c.holdout_throughput_per_min, c.holdout_throughput_ci_low, c.holdout_throughput_ci_high)),
+            meets,
+            vs,
         ])
-    lines += [md_table(["config", f"search {metric} ms", f"held-out {metric} ms [95% CI]", "held-out batch/min [95% CI]",
-                        f"meets >= {summary[0]['required_throughput_per_min']:,.1f}/min", "vs defaults, paired ms [95% CI]"], rows), ""]
-    lines += verdict_lines(ctx, summary, pick)
-    if pick is not None:
-        lines += ["## Export", "", "`best-options.json`, for the production scheduler (`LmTrafficScheduler` options) and for "
-                  "`simlab run/ab/replay --options`:", "", "```json", json.dumps(_production(pick["options"]), indent=2), "```", ""]
-    if figs:
-        lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figs] + [""]
+    return Table(["config", f"search {r.metric} ms", f"held-out {r.metric} ms", "held-out batch jobs/min",
+                  f"meets ≥ {fmt_num(r.required_throughput_per_min)}/min", "vs defaults, paired ms"], rows,
+                 align="lrrrcr")
+
+
+def tune_blocks(r: TuneRecord, level: int = 2) -> list:
+    """The tuning result as document blocks (report.md and the review page)."""
+    from simlab.reporting.document import Callout, Code, Heading, Paragraph
+
+    blocks = [Paragraph(intro_text(r)), Paragraph(space_text(r), small=True)]
+    if r.note:
+        blocks.append(Paragraph(f"**{r.note}.**"))
+    blocks += [Heading(level, holdout_heading(r)), validation_table(r),
+               Paragraph("Search: the mean over the search seeds. Held-out: fresh seeds the search never saw, 95% CI "
+                         "in brackets. `defaults`: the production options; `reference`: the arm the throughput "
+                         "constraint is measured against; `bound-no-batch`: batch absent, the floor for any "
+                         "scheduler.", small=True),
+               Heading(level, "Verdict"), Callout(r.decision.headline, r.decision.outcome)]
+    blocks += [Paragraph(d) for d in r.decision.details]
+    if r.best_options is not None:
+        blocks += [Heading(level, "Best options"),
+                   Paragraph("`best-options.json`, for the production scheduler (`LmTrafficScheduler` options) and "
+                             "for `simlab run/ab/replay --options`:"),
+                   Code(json.dumps(r.best_options, indent=2), "json")]
+    return blocks
+
+
+def write_markdown(r: TuneRecord, out: Path, elapsed_s: float | None = None) -> None:
+    from simlab.reporting.content import caption
+    from simlab.reporting.document import Document, Figure, Heading, Paragraph
+    from simlab.reporting.markdown import render_markdown
+
+    doc = Document(f"Tuning: {r.scenario}")
+    doc.add(*tune_blocks(r, 2))
+    doc.add(Paragraph(f"Storage: `{r.storage}`, study `{r.study}`.", small=True))
+    if r.figures:
+        doc.add(Heading(2, "Figures"), *[Figure(out / f, caption(out / f)) for f in r.figures])
     if elapsed_s is not None:
-        lines += [f"Wall time of this command: {elapsed_s:.1f} s.", ""]
-    atomic_write_text(out / "report.md", "\n".join(lines))
+        doc.add(Paragraph(f"Wall time of this command: {elapsed_s:.1f} s."))
+    atomic_write_text(out / "report.md", render_markdown(doc.finish(), out))
 
 
-def verdict_lines(ctx, summary, pick) -> list[str]:
+def decide(metric: str, reference_name: str, summary: list[dict], pick: dict | None) -> TuneDecision:
     """Says plainly whether the tuned options beat the defaults on held-out seeds, and if not, why."""
-    metric = ctx.tune.objective.upper()
     by = {s["config"]: s for s in summary}
     defaults, bound = by["defaults"], by.get("bound-no-batch")
-    out = ["## Verdict", ""]
     if pick is None:
-        out += ["No configuration can be recommended: no trial kept batch throughput at the required level. "
-                "Loosen `throughput_fraction` or widen the bounds.", ""]
-        return out
+        return TuneDecision("none", "No configuration can be recommended: no trial kept batch throughput at the "
+                            "required level. Loosen `throughput_fraction` or widen the bounds.", [])
     ms = lambda s: f"{fmt_num(s['holdout_objective_ms'])} ms"  # noqa: E731
     need = fmt_num(pick["required_throughput_per_min"])
     at_bound = bound is not None and defaults["holdout_objective_ms"] <= max(
         bound["holdout_objective_ci_high"], bound["holdout_objective_ms"]) * 1.005
     if pick["beats_defaults_ci_disjoint"] and pick["meets_constraint"]:
-        out.append(f"**The tuned options beat the production defaults on held-out seeds**: {metric} {ms(pick)} vs "
-                   f"{ms(defaults)}, non-overlapping 95% CIs, with batch throughput "
-                   f"{fmt_num(pick['holdout_throughput_per_min'])}/min (required {need}).")
+        status = "beaten"
+        head = (f"**The tuned options beat the production defaults on held-out seeds**: {metric} {ms(pick)} vs "
+                f"{ms(defaults)}, non-overlapping 95% CIs, with batch throughput "
+                f"{fmt_num(pick['holdout_throughput_per_min'])}/min (required {need}).")
     elif not pick["meets_constraint"]:
-        out.append(f"**Not validated**: on held-out seeds the tuned options miss the batch-throughput constraint "
-                   f"({fmt_num(pick['holdout_throughput_per_min'])} < {need}/min); the search seeds flattered them.")
+        status = "not-validated"
+        head = (f"**Not validated**: on held-out seeds the tuned options miss the batch-throughput constraint "
+                f"({fmt_num(pick['holdout_throughput_per_min'])} < {need}/min); the search seeds flattered them.")
     elif at_bound:
-        out.append(
+        status = "at-bound"
+        head = (
             f"**The defaults cannot be beaten on {metric} here**: they already reach {ms(defaults)}, the lower bound "
             f"set by the interactive traffic alone ({ms(bound)} with batch absent, which no scheduler can beat "
             "without preempting running work). "
@@ -236,10 +335,12 @@ def verdict_lines(ctx, summary, pick) -> list[str]:
                if not defaults["meets_constraint"] else "The tuned options match them within the noise.")
         )
     elif pick["cis_overlap_defaults"]:
-        out.append(f"**The defaults cannot be beaten with confidence**: held-out {metric} {ms(pick)} tuned vs "
-                   f"{ms(defaults)} defaults, and the 95% CIs overlap.")
+        status = "overlap"
+        head = (f"**The defaults cannot be beaten with confidence**: held-out {metric} {ms(pick)} tuned vs "
+                f"{ms(defaults)} defaults, and the 95% CIs overlap.")
     else:
-        out.append(
+        status = "defaults-lower" if not defaults["meets_constraint"] else "keep-defaults"
+        head = (
             f"**The defaults have the lower {metric}** ({ms(defaults)} vs {ms(pick)} tuned), "
             + ("but they miss the batch-throughput constraint "
                f"({fmt_num(defaults['holdout_throughput_per_min'])} < {need}/min): the tuned options are the best "
@@ -247,20 +348,19 @@ def verdict_lines(ctx, summary, pick) -> list[str]:
                else "and meet the constraint too: keep the defaults.")
         )
     reference = by["reference"]
-    out.append(
-        f"\nAgainst the reference arm (`{ctx.tune.reference}` at the production options, "
+    details = [
+        f"Against the reference arm (`{reference_name}` at the production options, "
         f"{fmt_num(reference['holdout_throughput_per_min'])} batch/min): tuned {metric} {ms(pick)} vs {ms(reference)}, "
         f"paired difference {fmt_ci(pick['vs_reference_diff_ms'], pick['vs_reference_ci_low'], pick['vs_reference_ci_high'])} ms."
-    )
+    ]
     so = pick["search_objective_ms"]
     if so is not None and math.isfinite(pick["holdout_objective_ci_low"]) and so < pick["holdout_objective_ci_low"]:
-        out.append(
-            f"\nNoise-fitting: the search measured {fmt_num(so)} ms for these options, below their held-out 95% CI "
+        details.append(
+            f"Noise-fitting: the search measured {fmt_num(so)} ms for these options, below their held-out 95% CI "
             f"[{fmt_num(pick['holdout_objective_ci_low'])}, {fmt_num(pick['holdout_objective_ci_high'])}]: the search "
             "picked them partly for the luck of its seeds. More search seeds (`[tune] seeds`) make it more honest."
         )
-    out.append("")
-    return out
+    return TuneDecision(status, head, details)
 
 
 def _pct(value: float, base: float) -> str:
@@ -277,5 +377,3 @@ def write_tables(ctx, study, out: Path, rows, summary) -> None:
     trows, tcols = trial_rows(ctx, study)
     atomic_write_text(out / "trials.csv", csv_text(trows, tcols))
     atomic_write_text(out / "validation.csv", csv_text(rows, list(rows[0])))
-    scols = [c for c in summary[0] if c != "options"]
-    atomic_write_text(out / "validation-summary.csv", csv_text(summary, scols))

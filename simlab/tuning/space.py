@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simlab.errors import InputError
@@ -65,11 +66,35 @@ def build_space(scenario: Scenario, base: SchedulerOptions) -> Space:
     return Space(bounds, cap)
 
 
+def round_sig(x: float, digits: int = 2) -> float:
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")
+
+
+def round_to(x: float, step: float) -> float:
+    return max(step, round(round(x / step) * step, 10))
+
+
+def rounded(key: str, value):
+    """Production-sensible precision: thresholds and tau to 2 significant digits, windowMs to 500 ms,
+    smoothingAlpha to 0.05. Trials evaluate the rounded values, so what is validated is what is exported."""
+    if key in INTEGER:
+        return int(value)
+    if key in ("interactiveRpsThreshold", "interactiveP95LatencyMs", "smoothingTauMs"):
+        return round_sig(float(value))
+    if key == "windowMs":
+        return round_to(float(value), 500.0)
+    if key == "smoothingAlpha":
+        return min(1.0, round_to(float(value), 0.05))
+    return value
+
+
 def options_for(base: SchedulerOptions, params: dict, scenario: Scenario) -> SchedulerOptions:
-    """The adaptive options a trial evaluates: the base options with the trial's values."""
+    """The adaptive options a trial evaluates: the base options with the trial's values, rounded."""
     changes = {"policy": "adaptive", "recheck_on_expiry": scenario.tune.recheck_on_expiry or base.recheck_on_expiry}
     for key, value in params.items():
-        changes[_FIELD[key]] = value
+        changes[_FIELD[key]] = rounded(key, value)
     if scenario.tune.smoothing == "none":
         changes["smoothing_alpha"] = None
         changes["smoothing_tau_ms"] = None
@@ -80,6 +105,15 @@ def options_for(base: SchedulerOptions, params: dict, scenario: Scenario) -> Sch
     return base.with_changes(**changes)
 
 
+TUNABLE_KEYS = (
+    "interactiveRpsThreshold",
+    "interactiveP95LatencyMs",
+    "windowMs",
+    "smoothingAlpha",
+    "smoothingTauMs",
+    "batchMaxConcurrency",
+    "batchMinConcurrency",
+)
 _FIELD = {
     "interactiveRpsThreshold": "interactive_rps_threshold",
     "interactiveP95LatencyMs": "interactive_p95_latency_ms",

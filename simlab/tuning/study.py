@@ -131,17 +131,37 @@ def load_or_create(ctx: TuneContext) -> optuna.Study:
             study.set_user_attr(key, value)
         study.set_user_attr("reference_throughput_per_min", ctx.reference_throughput)
         return study
+    _refuse_changed(ctx, study, directions)
+    return study
+
+
+def _refuse_changed(ctx: TuneContext, study: optuna.Study, directions: list[str]) -> None:
+    """InputError naming what changed when an existing study was made from other inputs."""
     existing = {k: study.user_attrs.get(k) for k in ctx.identity}
     if [d.name.lower() for d in study.directions] != directions or existing != ctx.identity:
-        diffs = [k for k in ctx.identity if existing.get(k) != ctx.identity[k]]
+        from simlab.fingerprint import describe_changes
+
+        what = describe_changes(existing, ctx.identity) or ["objective direction"]
         raise InputError(
             None,
             "--study",
-            f"study '{ctx.study_name}' in {_redact(ctx.storage_url)} was made with a different "
-            f"{', '.join(diffs) or 'objective'} (stored: {', '.join(f'{k}={existing.get(k)}' for k in diffs)}); "
-            "use another --study name or storage. Nothing was changed.",
+            f"study '{ctx.study_name}' in {_redact(ctx.storage_url)} was made with different inputs, so it cannot "
+            f"be resumed: {'; '.join(what)}. Use another --study name, --out or --storage, or restore the inputs. "
+            "Nothing was changed.",
         )
-    return study
+
+
+def refuse_changed_study(ctx: TuneContext) -> None:
+    """Before any work: refuse to resume a study whose inputs changed (a missing study is fine)."""
+    url = ctx.storage_url
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return
+    try:
+        study = optuna.load_study(study_name=ctx.study_name, storage=open_storage(url))
+    except KeyError:
+        return
+    if "simlab_objective" in study.user_attrs or study.get_trials(deepcopy=False):
+        _refuse_changed(ctx, study, ["minimize", "maximize"] if ctx.multi else ["minimize"])
 
 
 def trials_by_slot(study: optuna.Study) -> dict[int, optuna.trial.FrozenTrial]:

@@ -23,8 +23,21 @@ def lognormal_params(median: float, p95: float) -> tuple[float, float]:
     return mu, (math.log(p95) - mu) / Z95
 
 
-@functools.lru_cache(maxsize=32)
 def empirical_values(path: Path, column: str) -> np.ndarray:
+    """The column's values; read again when the file changes (size or modification time)."""
+    try:
+        st = Path(path).stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None  # read_csv reports the missing file
+    return _empirical_values(path, column, stamp)
+
+
+empirical_values.cache_clear = lambda: _empirical_values.cache_clear()
+
+
+@functools.lru_cache(maxsize=32)
+def _empirical_values(path: Path, column: str, stamp) -> np.ndarray:
     try:
         frame = pd.read_csv(path)
     except Exception as exc:  # pandas raises many types for a bad file

@@ -15,13 +15,14 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
+from simlab.errors import InputError
 from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.policies.base import BATCH, INTERACTIVE
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
 from simlab.world.events import NORMAL, URGENT, Fire
 from simlab.world.tasktable import Arrivals, Recorder, TaskTable
-from simlab.world.workloads import ClosedLoopUser, open_loop_columns, stream
+from simlab.world.workloads import ClosedLoopUser, open_loop_columns, stream, workload_keys
 
 BACKEND_STREAM = 1_000_000
 SERIES_COLUMNS = (
@@ -37,6 +38,10 @@ SERIES_COLUMNS = (
     "window_rps",
     "window_p95_ms",
 )
+
+
+class _Endless(Exception):
+    """Raised in a closed-loop user's process (SimPy re-creates it from its args) past the event budget."""
 
 
 @dataclass
@@ -71,6 +76,7 @@ class Engine:
         self.recorder = Recorder(workload)
         self._in_flight: dict[int, Task] = {}  # dispatched, not ended: recorded as unfinished if the run stops
         self._wake_at = None
+        self._created = 0  # closed-loop tasks: the event budget
         self._rows: list[tuple] = []
         self.sample_ms = scenario.sample_ms or max(100.0, scenario.duration_ms / 1500.0)
 
@@ -131,11 +137,32 @@ class Engine:
             yield env.timeout(user.next_think_ms())
             if not user.more(env.now):
                 return
+            self._created += 1
+            if self._created & 0x3FFF == 0 or self._created > self.scenario.max_tasks:
+                self._check_budget(user.workload)
             task = user.make_task(env.now)
             task.payload = done = env.event()
             task.index = self.recorder.add(task)
             self._start(self.policy.submit(task))
             yield done
+
+    def _check_budget(self, workload) -> None:
+        # Past the budget, or on pace to pass it tenfold before the arrivals end: stop now, not in minutes.
+        budget, now = self.scenario.max_tasks, self.env._now
+        pace = self._created * self.scenario.duration_ms / max(now, 1e-9)
+        if self._created > budget or pace > 10 * budget:
+            raise _Endless(workload)
+
+    def _endless(self, workload) -> InputError:
+        wi = next(i for i, w in enumerate(self.scenario.workload) if w is workload)
+        where = f"workload[{wi}].arrivals"
+        return InputError(
+            self.scenario.path, where,
+            f"closed-loop users sent {self._created:,} requests by {self.env.now:.3g} ms of simulated time, on pace "
+            f"to exceed max_tasks = {self.scenario.max_tasks:,} (the event budget): think and service times near "
+            "zero would keep the run going for hours. Give think or service a longer time, set requests_per_user, "
+            "or raise max_tasks.",
+        )
 
     # --- observation -----------------------------------------------------------------------------------
     def _sampler(self):
@@ -176,12 +203,17 @@ class Engine:
         self._may_wake = self.policy.may_wake()
         if self._n_arrivals:
             heappush(env._queue, (self._arrival_ms[0], URGENT, next(env._eid), Fire(self._arrive, 0)))
-        for wi, w in enumerate(self.scenario.workload):
+        keys = workload_keys(self.scenario)
+        for wi in sorted(range(len(keys)), key=keys.__getitem__):  # key order: file order changes nothing
+            w = self.scenario.workload[wi]
             if isinstance(w.arrivals, ClosedLoop):
                 for u in range(w.arrivals.users):
                     env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
         sampler = env.process(self._sampler())
-        env.run(until=sampler)
+        try:
+            env.run(until=sampler)
+        except _Endless as exc:
+            raise self._endless(exc.args[0]) from None
         for task in self._in_flight.values():
             self.recorder.record(task)  # cut off by the end of the run: unfinished
         self._arrival_ms = self._service_ms = self._interactive = self._tokens = None

@@ -1,11 +1,17 @@
 """Workloads: who sends what, when. Open-loop arrivals are drawn up front; closed-loop users are processes.
 
-Every workload draws from its own random streams, keyed by (seed, workload index, purpose), so every
-policy sees the same arrivals and the same service draws for a given seed (common random numbers).
+Every workload draws from its own random streams, keyed by (seed, workload key, purpose), so every
+policy sees the same arrivals and the same service draws for a given seed (common random numbers). The
+workload key is its `name`, or for an unnamed workload its class and its index among the workloads of that
+class ("interactive#0", "batch#1"): never its position in the file. So a bound run (one class removed)
+draws exactly the tasks the policy runs draw, and reordering workload blocks changes nothing (except swapping
+two unnamed workloads of the same class, which swaps their keys: name them to be safe). Within a
+workload, the k-th task takes the k-th draw of each stream (a closed-loop user has its own stream).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -14,16 +20,34 @@ import pandas as pd
 
 from simlab.errors import InputError
 from simlab.policies.base import BATCH, INTERACTIVE, Task
-from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, Trace, Workload
+from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Resampled, Scenario, Trace, Workload
 from simlab.traces import read_trace
 from simlab.world.distributions import make_sampler
 from simlab.world.tasktable import Arrivals
 
-ARRIVALS, SERVICE, PROMPT, OUTPUT = 0, 1, 2, 3
+ARRIVALS, SERVICE, PROMPT, OUTPUT, LOAD, RESAMPLE = 0, 1, 2, 3, 4, 5
 
 
-def stream(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, *key])))
+def stream(seed: int, *key: int | str) -> np.random.Generator:
+    """An independent generator for (seed, *key); strings enter as four 32-bit words of their SHA-256."""
+    words: list[int] = [seed]
+    for part in key:
+        if isinstance(part, str):
+            digest = hashlib.sha256(part.encode()).digest()
+            words += [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+        else:
+            words.append(part)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+
+
+def workload_keys(scenario: Scenario) -> list[str]:
+    """The stable random-stream key of every workload: "name:<name>", or "class:<class>#<i>" when unnamed
+    (i counts unnamed and named workloads of that class before it, so removing the other class changes nothing)."""
+    keys, seen = [], {"interactive": 0, "batch": 0}
+    for w in scenario.workload:
+        keys.append(f"name:{w.name}" if w.name else f"class:{w.kind}#{seen[w.kind]}")
+        seen[w.kind] += 1
+    return keys
 
 
 # --- arrival times --------------------------------------------------------------------------------
@@ -140,12 +164,71 @@ def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
         keep &= t < spec.limit_ms
     frame = frame[keep].copy()
     frame["arrival_ms"] = (frame["arrival_ms"] - spec.offset_ms) * spec.time_scale
-    return frame.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
+    if spec.resample_block_ms is not None:
+        span = spec.limit_ms * spec.time_scale if spec.limit_ms is not None else scenario.duration_ms
+        frame = block_bootstrap(frame, spec.resample_block_ms, span, stream(spec.resample, kind, RESAMPLE))
+    return frame
+
+
+def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: np.random.Generator) -> pd.DataFrame:
+    """The window [0, span) rebuilt from blocks of `block_ms` drawn with replacement (a moving-block
+    bootstrap on a grid: bursts shorter than a block survive whole). Ids get a "~slot" suffix."""
+    n_blocks = max(1, math.ceil(span_ms / block_ms))
+    which = rng.integers(0, n_blocks, n_blocks)
+    block_of = np.minimum((frame["arrival_ms"].to_numpy() // block_ms).astype(int), n_blocks - 1)
+    parts = []
+    for slot, src in enumerate(which):
+        part = frame[block_of == src].copy()
+        part["arrival_ms"] = part["arrival_ms"] + (slot - src) * block_ms
+        if "id" in part:
+            part["id"] = part["id"].astype(str) + f"~{slot}"
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True) if parts else frame.iloc[:0]
+    out = out[out["arrival_ms"] < span_ms]
+    return out.sort_values("arrival_ms", kind="stable").reset_index(drop=True)
+
+
+def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
+    """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+    path = scenario.resolve(spec.file)
+    try:
+        frame = pd.read_csv(path, usecols=["arrival_ms"])
+        times = pd.to_numeric(frame["arrival_ms"], errors="raise").to_numpy(dtype=float)
+    except (ValueError, KeyError, OSError) as exc:
+        raise InputError(path, None, f"expected one numeric column arrival_ms ({exc})") from None
+    if len(times) == 0 or (times < 0).any() or not np.isfinite(times).all():
+        raise InputError(path, "arrival_ms", "expected at least one finite arrival time >= 0 (ms)")
+    span = spec.span_ms or scenario.duration_ms
+    out = block_bootstrap(pd.DataFrame({"arrival_ms": np.sort(times)}), spec.block_ms, span, rng)
+    return out["arrival_ms"].to_numpy(dtype=float)
+
+
+def load_and_shift(times: np.ndarray, load: float, shift_ms: float, span_ms: float, rng: np.random.Generator):
+    """Arrival times after a load multiplier and a delay, and for each the index of the task it copies and
+    the copy number. Below 1: independent thinning. Above 1: the whole stream plus copies of itself shifted
+    cyclically by a random offset over [0, span) (superposition keeps each copy's bursts), the last copy thinned."""
+    n = len(times)
+    if load == 1.0 and shift_ms == 0.0:
+        return times, np.arange(n), np.zeros(n, dtype=int)
+    span = max(span_ms, float(times.max()) + 1.0) if n else span_ms
+    full, frac = int(load), load - int(load)
+    out_t, out_i, out_c = [], [], []
+    for c in range(full + (1 if frac > 0 else 0)):
+        offset = 0.0 if c == 0 else float(rng.uniform(0, span))
+        keep = np.ones(n, dtype=bool) if c < full else rng.uniform(0, 1, n) < frac
+        idx = np.flatnonzero(keep)
+        out_t.append((times[idx] + offset) % span if c else times[idx])
+        out_i.append(idx)
+        out_c.append(np.full(len(idx), c))
+    t, i, c = np.concatenate(out_t), np.concatenate(out_i), np.concatenate(out_c)
+    order = np.lexsort((i, c, t))
+    return t[order] + shift_ms, i[order], c[order]
 
 
 # --- tasks -----------------------------------------------------------------------------------------
-def _label(workload: Workload, index: int) -> str:
-    return workload.name or f"{workload.kind}{index}"
+def _label(workload: Workload, key: str) -> str:
+    return workload.name or key.split(":", 1)[1].replace("#", "")
 
 
 def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
@@ -167,13 +250,15 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
     """All open-loop tasks of all workloads as columns, sorted by arrival.
 
     Ties keep a trace file's row order (so a trace split into classes replays exactly as `simlab replay`),
-    then workload order, then draw order.
+    then workload key (not file order: reordering blocks changes nothing), then draw order.
     """
     parts: list[dict] = []
-    for wi, w in enumerate(scenario.workload):
+    keys = workload_keys(scenario)
+    rank = {k: r for r, k in enumerate(sorted(keys))}
+    for wkey, w in zip(keys, scenario.workload):
         if isinstance(w.arrivals, ClosedLoop):
             continue
-        label = _label(w, wi)
+        label = _label(w, wkey)
         if isinstance(w.arrivals, Trace):
             frame = trace_rows(w.arrivals, w.kind, scenario)
             times = frame["arrival_ms"].to_numpy(dtype=float)
@@ -183,23 +268,35 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
             output = frame["output_tokens"].to_numpy(dtype=float) if "output_tokens" in frame else None
             ids = frame["id"].tolist() if "id" in frame else None
             rows = frame["row"].tolist() if "row" in frame else None
+        elif isinstance(w.arrivals, Resampled):
+            times = resampled_times(w.arrivals, scenario, stream(seed, wkey, ARRIVALS))
+            n = len(times)
+            service = prompt = output = ids = rows = None
         else:
-            times = open_loop_times(stream(seed, wi, ARRIVALS), w.arrivals, scenario.duration_ms)
+            times = open_loop_times(stream(seed, wkey, ARRIVALS), w.arrivals, scenario.duration_ms)
             n = len(times)
             service = prompt = output = ids = rows = None
         resolve = scenario.resolve
         if w.service is not None:
-            service = make_sampler(w.service, resolve)(stream(seed, wi, SERVICE), n)
+            service = make_sampler(w.service, resolve)(stream(seed, wkey, SERVICE), n)
         if w.prompt_tokens is not None:
-            prompt = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, resolve)(stream(seed, wi, PROMPT), n)))
-            output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wi, OUTPUT), n)))
-        parts.append({"times": np.asarray(times, dtype=float), "service": service, "prompt": prompt, "output": output,
-                      "ids": ids, "rows": rows, "wi": wi, "label": label, "interactive": w.kind == INTERACTIVE})
+            prompt = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, resolve)(stream(seed, wkey, PROMPT), n)))
+            output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wkey, OUTPUT), n)))
+        # the k-th task keeps its own draws whatever the load: thinning and copies act on whole tasks
+        times, src, copy = load_and_shift(times, w.load, w.shift_ms, scenario.duration_ms, stream(seed, wkey, LOAD))
+        src = np.asarray(src, dtype=np.int64)
+        if ids is not None or copy.any():  # explicit ids: a trace's, or LABEL-N*C for load copies
+            base = [ids[k] if ids is not None else f"{label}-{k}" for k in src.tolist()]
+            ids = [f"{x}*{c}" if c else x for x, c in zip(base, copy.tolist())]
+        parts.append({"times": np.asarray(times, dtype=float), "service": None if service is None else service[src],
+                      "prompt": None if prompt is None else prompt[src], "output": None if output is None else output[src],
+                      "ids": ids, "rows": None if rows is None else np.asarray(rows, dtype=float)[src], "number": src,
+                      "copy": copy, "wi": rank[wkey], "label": label, "interactive": w.kind == INTERACTIVE})
     return _merge(parts)
 
 
 def _merge(parts: list[dict]) -> Arrivals:
-    """One sorted set of columns: by arrival, then trace row, then workload order, then draw order."""
+    """One sorted set of columns: by arrival, then trace row, then workload key, then copy, then draw order."""
     def cat(key, fill=math.nan, dtype=float):
         if all(p[key] is None for p in parts):
             return None
@@ -209,10 +306,13 @@ def _merge(parts: list[dict]) -> Arrivals:
     arrival = cat("times")
     if arrival is None:
         arrival = np.empty(0)
-    number = np.concatenate([np.arange(len(p["times"]), dtype=np.int64) for p in parts] or [np.empty(0, np.int64)])
+    number = cat("number", dtype=np.int64)
+    number = np.empty(0, np.int64) if number is None else number
+    copy = cat("copy", dtype=np.int64)
+    copy = np.empty(0, np.int64) if copy is None else copy
     wi = np.concatenate([np.full(len(p["times"]), p["wi"], dtype=np.int32) for p in parts] or [np.empty(0, np.int32)])
     rows = cat("rows", math.inf)
-    order = np.lexsort((number, wi, np.full(len(arrival), math.inf) if rows is None else rows, arrival))
+    order = np.lexsort((number, copy, wi, np.full(len(arrival), math.inf) if rows is None else rows, arrival))
     ids = None
     if any(p["ids"] is not None for p in parts):
         ids = np.empty(len(arrival), dtype=object)
@@ -239,9 +339,9 @@ class ClosedLoopUser:
     """One user of a closed-loop workload: think, send, wait for the answer, repeat until the end."""
 
     def __init__(self, scenario: Scenario, seed: int, wi: int, user: int):
-        w = scenario.workload[wi]
-        self.workload, self.label, self.user = w, _label(w, wi), user
-        self.rng = stream(seed, wi, 100 + user)
+        w, wkey = scenario.workload[wi], workload_keys(scenario)[wi]
+        self.workload, self.label, self.user = w, _label(w, wkey), user
+        self.rng = stream(seed, wkey, 100 + user)
         resolve = scenario.resolve
         self.think = make_sampler(w.arrivals.think, resolve)
         self.service = make_sampler(w.service, resolve) if w.service is not None else None

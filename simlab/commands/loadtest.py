@@ -1,0 +1,99 @@
+"""`simlab loadtest URL`: measure a real OpenAI-compatible server's step time and fit the continuous-batching model."""
+
+from __future__ import annotations
+
+import argparse
+from textwrap import fill
+
+from simlab.errors import InputError
+
+EPILOG = """\
+what it does (bounded: --requests per level, --max-seconds per level; loopback servers only)
+  for each prompt length and each concurrency C: C workers send back-to-back requests of exactly
+  --output-tokens tokens (prompts as token ids, ignore_eos), every streamed token timed.
+outputs (in --out, default results/loadtest/):
+  loadtest.csv   one row per level: batch_size, prompt_tokens, output_tokens, tpot_ms (mean time per
+                 output token), ttft_ms, latency_ms -> `simlab calibrate-gpu`; gap_median_ms (median
+                 token gap with C sequences in flight, p10/p90) for reference
+  tokens.csv     every streamed token: level, request, token index, time, gap, sequences in flight
+  fit/           `simlab calibrate-gpu loadtest.csv` (step.toml, step-profile.csv, report.md)
+  backend.toml   the fitted continuous-batching [backend] as a scenario snippet (also printed)
+example: scripts/real-engine.sh start; simlab loadtest http://127.0.0.1:8011
+"""
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(None, flag, f"expected comma-separated whole numbers (found {text!r})") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError(None, flag, f"expected whole numbers of at least 1 (found {text!r})")
+    return values
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "loadtest",
+        help="measure a real server's step time by sequences in flight and prompt length; fit the backend",
+        description=fill("Load-test an OpenAI-compatible completions server on this machine (closed loop at several "
+                         "concurrencies and prompt lengths, streamed per-token timings), write the table that "
+                         "`simlab calibrate-gpu` fits, fit it, and print the continuous-batching backend."),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8011 (loopback only)")
+    p.add_argument("--concurrency", default="1,2,4,8,12,16", help="sequences in flight (default 1,2,4,8,12,16)")
+    p.add_argument("--prompt-tokens", default="32,512", help="prompt lengths (default 32,512)")
+    p.add_argument("--output-tokens", type=int, default=64, help="tokens per request (default 64)")
+    p.add_argument("--requests", type=int, default=24, help="measured requests per level, at least C (default 24)")
+    p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level (default 60)")
+    p.add_argument("--max-num-seqs", type=int, help="the server's sequence limit (default: the largest concurrency)")
+    p.add_argument("--out", default="results/loadtest", help="output folder (default results/loadtest)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from simlab.atomic import atomic_write_text
+    from simlab.experiments.tables import csv_text
+    from simlab.runtime.client import ServerError, loopback_url
+    from simlab.runtime.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, loadtest
+
+    loopback_url(args.url, "URL")
+    conc = _ints(args.concurrency, "--concurrency")
+    prompts = _ints(args.prompt_tokens, "--prompt-tokens")
+    for flag, v in (("--output-tokens", args.output_tokens), ("--requests", args.requests)):
+        if v < 2:
+            raise InputError(None, flag, f"must be at least 2 (found {v})")
+    if not args.max_seconds > 0:
+        raise InputError(None, "--max-seconds", f"must be positive (found {args.max_seconds:g})")
+    out = Path(args.out)
+    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, {args.output_tokens} output tokens")
+    try:
+        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, args.output_tokens, args.requests, args.max_seconds))
+    except (OSError, ServerError) as exc:
+        raise InputError(None, args.url, f"the server failed: {exc}") from None
+    atomic_write_text(out / "loadtest.csv", csv_text(rows, TABLE_COLUMNS))
+    atomic_write_text(out / "tokens.csv", csv_text(tokens, TOKEN_COLUMNS))
+    print(f"table: {out / 'loadtest.csv'}  tokens: {out / 'tokens.csv'}")
+    snippet = fit_and_snippet(out, max(conc) if args.max_num_seqs is None else args.max_num_seqs)
+    print("\n" + snippet)
+    return 0
+
+
+def fit_and_snippet(out, max_num_seqs: int) -> str:
+    """Fit loadtest.csv with calibrate-gpu's code into out/fit; write and return the backend snippet."""
+    from simlab.atomic import atomic_write_text
+    from simlab.calibration.gpu import backend_toml, fit_gpu, profile_csv, read_table, step_toml
+    from simlab.calibration.report import write_gpu_report
+
+    fit = fit_gpu(read_table(out / "loadtest.csv"), out / "loadtest.csv")
+    atomic_write_text(out / "fit" / "step-profile.csv", profile_csv(fit))
+    atomic_write_text(out / "fit" / "step.toml", step_toml(fit, "step-profile.csv"))
+    write_gpu_report(fit, out / "fit", "step.toml", "step-profile.csv", figures=True)
+    snippet = backend_toml(fit, max_num_seqs, "fit/step-profile.csv")
+    atomic_write_text(out / "backend.toml", snippet)
+    return snippet

@@ -1,0 +1,230 @@
+"""`simlab validate-real SCENARIO --url URL`: a scenario's arrivals on a real server, per policy, against the simulation."""
+
+from __future__ import annotations
+
+import argparse
+from textwrap import fill
+
+from simlab.errors import InputError
+
+EPILOG = """\
+what it does
+  1. generates the scenario's open-loop tasks (seed --seed), arrivals times --time-scale, those arriving
+     before --until-ms kept; every workload needs prompt_tokens and output_tokens;
+  2. for each repeat and each policy (scenario [scheduler] options, or --options FILE, with the policy
+     replaced): drives the tasks through simlab.runtime to the server (streamed, timed) -> measured/;
+  3. simulates exactly the same tasks with the scenario's continuous-batching backend -> simulated/;
+  4. compares: P50/P95/P99 and TTFT P95 per class, batch throughput; relative error, run-to-run spread,
+     policy rankings -> summary.csv, verdict.json, report.md, figures/validate-real.png|svg.
+Finished runs are kept: rerunning the same command resumes (delete the folder to measure afresh).
+Loopback servers only; every run is bounded by --max-seconds.
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "validate-real",
+        help="drive a scenario through the asyncio runtime to a real server and compare with the simulation",
+        description=fill("Run a scenario's arrivals and token counts through simlab.runtime against a real "
+                         "OpenAI-compatible server for several policies, simulate the same arrivals with the "
+                         "calibrated backend, and report predicted vs measured."),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", help="scenario TOML with a continuous-batching backend and token counts")
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8011 (loopback only)")
+    p.add_argument("--policies", default="unscheduled,static,adaptive", help="default unscheduled,static,adaptive")
+    p.add_argument("--options", help="options JSON (e.g. simlab tune's best-options.json) instead of [scheduler]")
+    p.add_argument("--repeats", type=int, default=2, help="measured runs per policy (default 2)")
+    p.add_argument("--seed", type=int, help="workload seed (default: the scenario's experiment seed)")
+    p.add_argument("--time-scale", type=float, default=1.0, help="multiply arrival times by this (default 1)")
+    p.add_argument("--until-ms", type=float, help="keep only tasks arriving before this (after scaling)")
+    p.add_argument("--max-seconds", type=float, default=900.0, help="hard limit per measured run (default 900)")
+    p.add_argument("--calibration", help="a backend snippet from `simlab loadtest` (backend.toml) that replaces the "
+                   "scenario's [backend] for the simulation")
+    p.add_argument("--node-policies", default="", help="also run these policies through the article's own scheduler "
+                   "(tests/conformance/real_server.js under Node.js, real fetch) with the options file simlab "
+                   "exports to OUT/options/POLICY.json; reported as 'POLICY (article JS)'")
+    p.add_argument("--out", help="output folder (default results/validate-real/SCENARIO-NAME)")
+    p.add_argument("--no-figures", action="store_true")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    import asyncio
+    import json
+    from pathlib import Path
+
+    from simlab.atomic import atomic_write_text
+    from simlab.experiments.tables import csv_text
+    from simlab.policies import POLICY_NAMES, load_options
+    from simlab.runtime import compare as cmp
+    from simlab.runtime.client import loopback_url
+    from simlab.runtime.validate import RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks, simulate
+    from simlab.scenario import load_scenario
+
+    loopback_url(args.url, "--url")
+    scenario = load_scenario(args.scenario)
+    if args.calibration:
+        scenario = _with_backend(scenario, Path(args.calibration))
+    if scenario.backend.kind != "continuous-batching":
+        raise InputError(scenario.path, "backend.kind", "validate-real needs a continuous-batching backend "
+                         f"(calibrated with `simlab loadtest`), found {scenario.backend.kind!r}")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    bad = [p for p in policies if p not in POLICY_NAMES]
+    if bad or not policies:
+        raise InputError(None, "--policies", f"unknown policy {bad[0] if bad else '(none)'}; known: {', '.join(POLICY_NAMES)}")
+    if args.repeats < 1:
+        raise InputError(None, "--repeats", f"must be at least 1 (found {args.repeats})")
+    if not args.time_scale > 0:
+        raise InputError(None, "--time-scale", f"must be positive (found {args.time_scale:g})")
+    seed = args.seed if args.seed is not None else scenario.experiment.seed
+    tasks = scenario_tasks(scenario, seed, args.time_scale, args.until_ms)
+    if not tasks:
+        raise InputError(scenario.path, "workload", "no tasks arrive in the chosen window")
+    if any(t.prompt_tokens is None for t in tasks):
+        raise InputError(scenario.path, "workload", "every workload needs prompt_tokens and output_tokens")
+    node_policies = [p.strip() for p in args.node_policies.split(",") if p.strip()]
+    bad = [p for p in node_policies if p not in policies]
+    if bad:
+        raise InputError(None, "--node-policies", f"{bad[0]} is not among --policies ({', '.join(policies)})")
+    options = {p: (load_options(args.options, p) if args.options else scenario.options(p)) for p in policies}
+    out = Path(args.out) if args.out else Path("results") / "validate-real" / scenario.name
+    n_i = sum(t.interactive for t in tasks)
+    header = [
+        f"- scenario `{scenario.name}` ({Path(args.scenario).name}), seed {seed}: {len(tasks)} requests "
+        f"({n_i} interactive, {len(tasks) - n_i} batch), arrivals over {tasks[-1].arrival_ms / 1000:.0f} s",
+        f"- time scale: arrivals x {args.time_scale:g}" + (f", tasks arriving before {args.until_ms:g} ms"
+                                                            if args.until_ms else "") + " (the same for both sides)",
+        f"- server: {args.url}; {args.repeats} measured run(s) per policy; simulated with "
+        + (f"the calibration {args.calibration}" if args.calibration else "the scenario's backend")
+        + f" ({_step_text(scenario.backend)})",
+    ]
+    print("\n".join(header))
+    identity = {"scenario": scenario.name, "seed": seed, "time_scale": args.time_scale, "until_ms": args.until_ms,
+                "tasks": len(tasks), "options": {p: o.to_json_dict() for p, o in options.items()}}
+
+    labels = {p: p for p in policies} | {f"{p} (article JS)": p for p in node_policies}
+    predicted, measured = {}, {label: [] for label in labels}
+    decode_sim, decode_real = {}, {label: [] for label in labels}
+    for p in policies:
+        sim = simulate(scenario, options[p], tasks, seed)
+        atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sim, RECORD_COLUMNS))
+        predicted[p] = metrics(sim)
+        decode_sim[p] = {k: decode_ms_per_token(sim, k) for k in ("interactive", "batch")}
+        atomic_write_text(out / "options" / f"{p}.json", json.dumps(options[p].to_json_dict(), indent=1) + "\n")
+    if node_policies:
+        atomic_write_text(out / "tasks.csv", csv_text(
+            [{"id": t.id, "kind": t.kind, "arrival_ms": repr(t.arrival_ms), "prompt_tokens": t.prompt_tokens,
+              "output_tokens": t.output_tokens} for t in tasks],
+            ("id", "kind", "arrival_ms", "prompt_tokens", "output_tokens")))
+    for k in range(args.repeats):
+        for label, p in labels.items():
+            node = label != p
+            path = out / "measured" / f"{p}{'-node' if node else ''}-run{k + 1}.csv"
+            meta = path.with_suffix(".json")
+            if path.exists() and meta.exists() and json.loads(meta.read_text())["identity"] == identity:
+                recs = _read_records(path)
+                print(f"  {label} run {k + 1}: kept from {path}")
+            else:
+                print(f"  {label} run {k + 1}: measuring ...", flush=True)
+                if node:
+                    recs = _run_node(args.url, out / "options" / f"{p}.json", out / "tasks.csv", path, args.max_seconds)
+                else:
+                    recs = asyncio.run(drive(args.url, options[p], tasks, args.max_seconds,
+                                             progress=lambda s: print(s, flush=True)))
+                    atomic_write_text(path, csv_text(recs, RECORD_COLUMNS))
+                atomic_write_text(meta, json.dumps({"identity": identity}, indent=1))
+            m = metrics(recs)
+            measured[label].append(m)
+            decode_real[label].append({k: decode_ms_per_token(recs, k) for k in ("interactive", "batch")})
+            print(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated {predicted[p]['interactive']['p95_ms']:.0f}), "
+                  f"batch {m['batch']['throughput_tok_s']:.0f} tok/s (simulated {predicted[p]['batch']['throughput_tok_s']:.0f}); "
+                  f"{m['interactive']['completed'] + m['batch']['completed']}/{len(recs)} completed", flush=True)
+    rows = cmp.compare({label: predicted[p] for label, p in labels.items()}, measured)
+    v = cmp.verdict(rows)
+    atomic_write_text(out / "summary.csv", csv_text(rows, cmp.ROW_COLUMNS))
+    atomic_write_text(out / "verdict.json", json.dumps({"header": header, **v}, indent=1) + "\n")
+    report = cmp.markdown(rows, v, header)
+    report += ("\n## Where the difference comes from: the decode step each request saw\n\n"
+               "Median over requests of (end - first token) / (output tokens - 1), in ms: the engine's step time "
+               "as the step model predicts it, without queueing or prefill.\n\n"
+               "| policy | class | simulated | measured (per run) | error |\n|---|---|---:|---:|---:|\n")
+    for label, p in labels.items():
+        for k in ("interactive", "batch"):
+            runs = [d[k] for d in decode_real[label]]
+            mean = sum(runs) / len(runs)
+            report += (f"| {label} | {k} | {decode_sim[p][k]:.1f} | {', '.join(f'{x:.1f}' for x in runs)} | "
+                       f"{(decode_sim[p][k] - mean) / mean:+.1%} |\n")
+    if not args.no_figures:
+        cmp.figure(rows, out / "figures")
+        report += "\n![predicted vs measured](figures/validate-real.png)\n"
+    atomic_write_text(out / "report.md", report)
+    print()
+    print(report)
+    print(f"written: {out}/summary.csv, verdict.json, report.md")
+    return 0
+
+
+def _with_backend(scenario, path):
+    """The scenario with [backend] taken from a `simlab loadtest` snippet (its profile path made absolute)."""
+    import tomllib
+
+    from pydantic import ValidationError
+
+    from simlab.errors import read_text
+    from simlab.scenario import Backend
+
+    try:
+        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, None, f"not valid TOML ({exc})") from None
+    if "backend" not in data:
+        raise InputError(path, None, "no [backend] table (expected the backend.toml that `simlab loadtest` writes)")
+    step = data["backend"].get("step") or {}
+    if step.get("profile"):
+        step["profile"] = str((path.parent / step["profile"]).resolve())
+    try:
+        backend = Backend.model_validate(data["backend"])
+    except ValidationError as exc:
+        raise InputError(path, "backend", str(exc.errors()[0]["msg"])) from None
+    return scenario.model_copy(update={"backend": backend})
+
+
+def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict]:
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    if node is None:
+        raise InputError(None, "--node-policies", "needs Node.js 20+ (node) on PATH")
+    script = Path(__file__).resolve().parents[2] / "tests" / "conformance" / "real_server.js"
+    if not script.exists():
+        raise InputError(None, "--node-policies", f"the Node driver is not here: {script} (run from a source checkout)")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([node, str(script), url, str(options_path), str(tasks_path), str(out_path), str(max_seconds)],
+                          capture_output=True, text=True, timeout=max_seconds + 120)
+    if done.returncode != 0:
+        raise InputError(None, "--node-policies", f"the Node driver failed: {done.stderr.strip()[-500:]}")
+    return _read_records(out_path)
+
+
+def _step_text(backend) -> str:
+    st = backend.step
+    text = f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + {st.per_token_ms:g} ms/prefill token"
+    return text + (f", decode step from profile {st.profile}" if st.profile else "")
+
+
+def _read_records(path) -> list[dict]:
+    import csv
+
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            for k in ("prompt_tokens", "output_tokens"):
+                r[k] = int(float(r[k]))
+            for k in ("arrival_ms", "start_ms", "ttft_ms", "end_ms"):
+                r[k] = float(r[k]) if r[k] != "" else None
+            out.append(r)
+    return out

@@ -1,0 +1,111 @@
+"""Predicted vs measured: one record per (policy, class, metric), and the policy rankings on both sides.
+
+Measured values are the mean over repeat runs; the spread is (max - min) / mean across them; the relative error
+is (predicted - measured mean) / measured mean. Ranking: policies ordered by interactive P95 (lower is better)
+and by batch throughput (higher is better); the verdicts agree when both orders are the same.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simlab.runtime.validate import CLASS_METRICS, METRIC_LABELS
+
+ROW_COLUMNS = ("policy", "class", "metric", "predicted", "measured", "measured_min", "measured_max", "spread",
+               "relative_error", "runs")
+WATCHED = (("interactive", "p95_ms"), ("batch", "throughput_tok_s"))
+
+
+def compare(predicted: dict, measured: dict) -> list[dict]:
+    """predicted[policy] = metrics(); measured[policy] = [metrics() per run] -> rows."""
+    rows = []
+    for policy, pred in predicted.items():
+        runs = measured.get(policy, [])
+        for kind in ("interactive", "batch"):
+            names = CLASS_METRICS if kind == "interactive" else CLASS_METRICS + ("throughput_tok_s",)
+            for name in names:
+                vals = [r[kind][name] for r in runs if not math.isnan(r[kind][name])]
+                mean = sum(vals) / len(vals) if vals else math.nan
+                p = pred[kind][name]
+                rows.append({
+                    "policy": policy, "class": kind, "metric": name, "predicted": p, "measured": mean,
+                    "measured_min": min(vals) if vals else math.nan, "measured_max": max(vals) if vals else math.nan,
+                    "spread": (max(vals) - min(vals)) / mean if len(vals) > 1 and mean else math.nan,
+                    "relative_error": (p - mean) / mean if vals and mean else math.nan, "runs": len(vals),
+                })
+    return rows
+
+
+def ranking(rows: list[dict], side: str) -> dict[str, list[str]]:
+    """Policies best first, per watched metric, from 'predicted' or 'measured'. Extra drivers of a policy
+    ('POLICY (article JS)') share its prediction, so they are compared with it, not ranked."""
+    out = {}
+    for kind, name in WATCHED:
+        vals = {r["policy"]: r[side] for r in rows if r["class"] == kind and r["metric"] == name and " (" not in r["policy"]}
+        out[f"{kind} {name}"] = sorted(vals, key=lambda p: vals[p], reverse=(name == "throughput_tok_s"))
+    return out
+
+
+def verdict(rows: list[dict], tolerance: float = 0.10) -> dict:
+    pred, meas = ranking(rows, "predicted"), ranking(rows, "measured")
+    within = {f"{r['policy']} {r['class']} {r['metric']}": abs(r["relative_error"]) <= tolerance
+              for r in rows if (r["class"], r["metric"]) in WATCHED}
+    return {"ranking_predicted": pred, "ranking_measured": meas, "rankings_agree": pred == meas,
+            "tolerance": tolerance, "within_tolerance": within, "all_within": all(within.values())}
+
+
+def markdown(rows: list[dict], v: dict, header: list[str]) -> str:
+    lines = ["# Sim-to-real validation", "", *header, "",
+             "| policy | class | metric | predicted | measured (mean of runs) | run-to-run (min-max) | spread | error |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['policy']} | {r['class']} | {METRIC_LABELS[r['metric']]} | {_f(r['predicted'])} | "
+                     f"{_f(r['measured'])} | {_f(r['measured_min'])}-{_f(r['measured_max'])} | {_pct(r['spread'])} | "
+                     f"{_pct(r['relative_error'], sign=True)} |")
+    lines += ["", "## Verdicts", ""]
+    for key in v["ranking_predicted"]:
+        lines.append(f"- {key}, best first: predicted {' > '.join(v['ranking_predicted'][key])}; "
+                     f"measured {' > '.join(v['ranking_measured'][key])}")
+    lines.append(f"- rankings agree: **{'yes' if v['rankings_agree'] else 'no'}**")
+    lines.append(f"- interactive P95 and batch throughput within {v['tolerance']:.0%} for every policy: "
+                 f"**{'yes' if v['all_within'] else 'no'}**" +
+                 ("" if v["all_within"] else " (outside: " + ", ".join(k for k, ok in v["within_tolerance"].items() if not ok) + ")"))
+    return "\n".join(lines) + "\n"
+
+
+def _f(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _pct(x, sign=False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.1%}" if sign else f"{x:.1%}"
+
+
+def figure(rows: list[dict], out_dir, name: str = "validate-real"):
+    """Predicted vs measured for the watched metrics and TTFT P95: bars with run-to-run ranges."""
+    from simlab.plots import style
+
+    panels = [("interactive", "p95_ms"), ("interactive", "ttft_p95_ms"), ("batch", "throughput_tok_s")]
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    colors = style.policy_colors(policies)
+    with style.context():
+        fig = style.new_figure()
+        axes = fig.subplots(1, len(panels))
+        for ax, (kind, metric) in zip(axes, panels):
+            sel = {r["policy"]: r for r in rows if r["class"] == kind and r["metric"] == metric}
+            for i, p in enumerate(policies):
+                r = sel[p]
+                ax.bar(i - 0.2, r["predicted"], 0.38, color=style.tint(colors[p]), edgecolor=colors[p],
+                       label="simulated" if i == 0 else None)
+                lo, hi = r["measured"] - r["measured_min"], r["measured_max"] - r["measured"]
+                ax.bar(i + 0.2, r["measured"], 0.38, color=colors[p], yerr=[[lo], [hi]], capsize=6,
+                       label="measured" if i == 0 else None)
+            ax.set_xticks(range(len(policies)), policies, rotation=20)
+            ax.set_title(f"{kind} {METRIC_LABELS[metric]}", fontsize=14)
+        axes[0].legend(loc="upper right", fontsize=12)
+        style.title(fig, "Simulated (light) vs measured on the real engine (dark, run-to-run range)")
+        return style.save(fig, out_dir, name)

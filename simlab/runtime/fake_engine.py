@@ -1,0 +1,135 @@
+"""A stand-in for the real engine in tests: an OpenAI-compatible streaming server (stdlib asyncio) that runs
+simlab's own continuous-batching rules in real time (FIFO admission up to `max_seqs`, one prefill iteration,
+one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens).
+
+Only what `simlab.runtime.client` uses: GET /health, GET /v1/models, POST /v1/completions with
+`stream: true` and continuous usage stats. A closed connection aborts its request, as vLLM does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import deque
+
+
+class FakeEngine:
+    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16):
+        self.base_ms, self.per_seq_ms, self.per_token_ms, self.max_seqs = base_ms, per_seq_ms, per_token_ms, max_seqs
+        self.waiting: deque = deque()
+        self.running: list = []
+        self._wake: asyncio.Event | None = None
+        self.requests = 0
+        self.max_batch = 0
+
+    async def _engine(self):
+        while True:
+            if not self.waiting and not self.running:
+                self._wake.clear()
+                await self._wake.wait()
+            prefill = 0
+            while self.waiting and len(self.running) < self.max_seqs:
+                r = self.waiting.popleft()
+                if r["queue"] is None:
+                    continue  # aborted while waiting
+                r["new"] = True
+                prefill += r["prompt"]
+                self.running.append(r)
+            self.max_batch = max(self.max_batch, len(self.running))
+            n = len(self.running)
+            await asyncio.sleep((self.base_ms + self.per_seq_ms * n + self.per_token_ms * prefill) / 1000)
+            keep = []
+            for r in self.running:
+                if r["queue"] is None:
+                    continue
+                r["done"] += 1
+                r["queue"].put_nowait(r["done"])
+                if r["done"] < r["max"]:
+                    keep.append(r)
+            self.running = keep
+
+    async def _handle(self, reader, writer):
+        try:
+            line = await reader.readline()
+            method, path, _ = line.decode().split(" ", 2)
+            headers = {}
+            while (h := await reader.readline()) not in (b"\r\n", b""):
+                k, _, v = h.decode().partition(":")
+                headers[k.strip().lower()] = v.strip()
+            body = await reader.readexactly(int(headers.get("content-length", 0)))
+            if method == "GET":
+                data = {"data": [{"id": "fake"}]} if path == "/v1/models" else {}
+                out = json.dumps(data).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+                await writer.drain()
+                return
+            req = json.loads(body)
+            self.requests += 1
+            r = {"prompt": len(req["prompt"]), "max": req["max_tokens"], "done": 0, "queue": asyncio.Queue()}
+            self.waiting.append(r)
+            self._wake.set()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            try:
+                while True:
+                    n = await r["queue"].get()
+                    usage = {"prompt_tokens": r["prompt"], "completion_tokens": n, "total_tokens": r["prompt"] + n}
+                    msg = {"choices": [{"index": 0, "text": ""}], "usage": usage}
+                    self._chunk(writer, b"data: " + json.dumps(msg).encode() + b"\n\n")
+                    if n == r["max"]:
+                        break
+                    await writer.drain()
+                self._chunk(writer, b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+                self._chunk(writer, b"data: [DONE]\n\n")
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+            finally:
+                r["queue"] = None
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    @staticmethod
+    def _chunk(writer, data: bytes) -> None:
+        writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    async def serve(self, started: threading.Event, box: list):
+        self._wake = asyncio.Event()
+        engine = asyncio.ensure_future(self._engine())
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096)
+        box.append(server.sockets[0].getsockname()[1])
+        box.append(asyncio.get_running_loop())
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            engine.cancel()
+            server.close()
+
+
+def start_in_thread(**kw) -> tuple[str, FakeEngine, callable]:
+    """Run a FakeEngine on a background thread; returns (URL, engine, stop)."""
+    engine = FakeEngine(**kw)
+    started, box = threading.Event(), []
+    holder = {}
+
+    def target():
+        loop = asyncio.new_event_loop()
+        holder["task"] = loop.create_task(engine.serve(started, box))
+        try:
+            loop.run_until_complete(holder["task"])
+        except asyncio.CancelledError:
+            pass
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    started.wait(10)
+
+    def stop():
+        box[1].call_soon_threadsafe(holder["task"].cancel)
+        thread.join(10)
+
+    return f"http://127.0.0.1:{box[0]}", engine, stop

@@ -1,0 +1,126 @@
+"""A bounded load test of an OpenAI-compatible server: step time against sequences in flight and prompt length.
+
+For every prompt length P and concurrency C, C workers send requests back to back (a closed loop), each asking
+for exactly O tokens. The workers' first requests are shortened (1 + j*O/C tokens for worker j) so that
+completions, and so new prefills, are spread out instead of arriving in lockstep; those priming requests are
+not measured. Every streamed chunk is timed. A gap between two chunks of one request is one decode iteration
+(or several, divided by the tokens it carried); the number of sequences in the engine during the gap is
+counted from every request's send and end times. The level's `step_ms` is the median gap while exactly C
+sequences were in flight (`gap_median_ms`, with p10/p90). On a loaded machine the server's front end
+delivers tokens in bursts, so single gaps are unreliable; the table's `tpot_ms` is therefore the robust one:
+per request (last token - first token) / (tokens - 1), averaged over the measured requests, i.e. the mean
+iteration time with C sequences, prefills of the others included (calibrate-gpu models exactly that).
+`ttft_ms` and `latency_ms` are means over the measured requests.
+
+Bounded: at most `requests` measured requests per level and `max_seconds` per level; loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import statistics
+import time
+from dataclasses import dataclass
+
+from simlab.runtime.client import Client, Completion
+
+TABLE_COLUMNS = ("batch_size", "prompt_tokens", "output_tokens", "tpot_ms", "ttft_ms", "latency_ms",
+                 "gap_median_ms", "gap_p10_ms", "gap_p90_ms", "requests", "gaps")
+TOKEN_COLUMNS = ("batch_size", "prompt_tokens", "request", "token", "t_ms", "gap_ms", "in_flight")
+
+
+@dataclass
+class Level:
+    c: int
+    p: int
+    o: int
+    done: list  # measured Completions
+    all: list  # every Completion of the level, priming ones too
+
+
+async def run_level(client: Client, c: int, p: int, o: int, requests: int, max_seconds: float) -> Level:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_seconds
+    measured: list[Completion] = []
+    every: list[Completion] = []
+    budget = [requests]
+
+    async def worker(j: int):
+        first = True
+        while True:
+            if first:
+                n = 1 + (j * o) // c
+                first = False
+                priming = True
+            else:
+                if budget[0] <= 0 or loop.time() >= deadline:
+                    return
+                budget[0] -= 1
+                n, priming = o, False
+            done = await client.complete(p, n)
+            every.append(done)
+            if not priming:
+                measured.append(done)
+
+    await asyncio.gather(*(worker(j) for j in range(c)))
+    return Level(c, p, o, measured, every)
+
+
+def in_flight_counter(completions: list[Completion]):
+    """count(t): requests sent and not ended at time t (sends and ends sorted once)."""
+    sends = sorted(x.sent_ms for x in completions)
+    ends = sorted(x.end_ms for x in completions)
+    return lambda t: bisect.bisect_right(sends, t) - bisect.bisect_right(ends, t)
+
+
+def summarize(level: Level) -> tuple[dict, list[dict]]:
+    count = in_flight_counter(level.all)
+    gaps, tokens = [], []
+    for ri, x in enumerate(level.done):
+        prev_t, prev_n = x.first_ms, x.chunk_tokens[0] if x.chunk_tokens else 0
+        for k, (t, n) in enumerate(zip(x.chunk_ms, x.chunk_tokens)):
+            gap = None
+            inflight = count(t)
+            if k > 0 and n > prev_n:
+                gap = (t - prev_t) / (n - prev_n)
+                inflight = count((t + prev_t) / 2)
+                if inflight == level.c:
+                    gaps.append(gap)
+            tokens.append({"batch_size": level.c, "prompt_tokens": level.p, "request": ri, "token": n,
+                           "t_ms": round(t, 4), "gap_ms": "" if gap is None else round(gap, 4), "in_flight": inflight})
+            prev_t, prev_n = t, n
+    row = {"batch_size": level.c, "prompt_tokens": level.p, "output_tokens": level.o, "requests": len(level.done),
+           "gaps": len(gaps)}
+    if gaps:
+        q = statistics.quantiles(gaps, n=10) if len(gaps) > 1 else [gaps[0]] * 9
+        row |= {"gap_median_ms": statistics.median(gaps), "gap_p10_ms": q[0], "gap_p90_ms": q[-1]}
+    else:
+        row |= {"gap_median_ms": "", "gap_p10_ms": "", "gap_p90_ms": ""}
+    tpots = [(x.chunk_ms[-1] - x.first_ms) / (x.output_tokens - 1) for x in level.done if x.output_tokens > 1]
+    row["tpot_ms"] = statistics.fmean(tpots) if tpots else ""
+    if level.done:
+        row["ttft_ms"] = statistics.fmean(x.ttft_ms for x in level.done)
+        row["latency_ms"] = statistics.fmean(x.latency_ms for x in level.done)
+    else:
+        row["ttft_ms"] = row["latency_ms"] = ""
+    return row, tokens
+
+
+async def loadtest(url: str, concurrency: list[int], prompts: list[int], output_tokens: int, requests: int,
+                   max_seconds: float, progress=print) -> tuple[list[dict], list[dict]]:
+    client = Client(url)
+    await client.model_name()
+    await client.complete(8, 4)  # warm-up: the first request pays one-off start-up costs
+    rows, tokens = [], []
+    for p in prompts:
+        for c in concurrency:
+            t0 = time.monotonic()
+            level = await run_level(client, c, p, output_tokens, max(requests, c), max_seconds)
+            row, toks = summarize(level)
+            rows.append(row)
+            tokens.extend(toks)
+            step = f"{row['tpot_ms']:.3f} ms" if row["tpot_ms"] != "" else "n/a"
+            progress(f"  prompt {p:>5} x {c:>2} sequences: time per token {step}, TTFT {row['ttft_ms']:.1f} ms, "
+                     f"{row['requests']} requests, {row['gaps']} gaps ({time.monotonic() - t0:.0f} s)")
+    return rows, tokens

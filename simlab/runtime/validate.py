@@ -1,0 +1,146 @@
+"""Sim-to-real: the same arrivals through simlab.runtime to a real server and through the simulator.
+
+The scenario's open-loop tasks (seeded arrivals, prompt and output token counts) are generated once. Each
+policy drives them through `simlab.runtime.Scheduler` to the server, every request streamed and timed; the
+simulator runs exactly the same task list with the scenario's (calibrated) continuous-batching backend. Both
+give, per request, arrival, start, first token and end in ms from the run's origin; the same code turns
+either into metrics, so predicted and measured are computed alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+
+import numpy as np
+
+from simlab.policies import SchedulerOptions, Task
+from simlab.runtime.client import Client
+from simlab.runtime.scheduler import Scheduler
+
+RECORD_COLUMNS = ("id", "kind", "prompt_tokens", "output_tokens", "arrival_ms", "start_ms", "ttft_ms", "end_ms",
+                  "outcome")
+CLASS_METRICS = ("p50_ms", "p95_ms", "p99_ms", "ttft_p95_ms")
+METRIC_LABELS = {"p50_ms": "P50 (ms)", "p95_ms": "P95 (ms)", "p99_ms": "P99 (ms)", "ttft_p95_ms": "TTFT P95 (ms)",
+                 "throughput_tok_s": "batch throughput (tokens/s)", "completed": "completed"}
+
+
+def scenario_tasks(scenario, seed: int, time_scale: float = 1.0, until_ms: float | None = None) -> list[Task]:
+    """The scenario's open-loop tasks, arrivals multiplied by `time_scale`, those arriving before `until_ms`
+    (after scaling) kept. Needs token counts (prompt_tokens/output_tokens) on every workload."""
+    from simlab.world.workloads import open_loop_tasks
+
+    tasks = open_loop_tasks(scenario, seed)
+    out = []
+    for t in tasks:
+        a = t.arrival_ms * time_scale
+        if until_ms is not None and a >= until_ms:
+            continue
+        n = Task(t.id, t.kind, a, t.service_ms)
+        n.prompt_tokens, n.output_tokens, n.source = t.prompt_tokens, t.output_tokens, t.source
+        out.append(n)
+    return out
+
+
+async def drive(url: str, options: SchedulerOptions, tasks: list[Task], max_seconds: float, lead_ms: float = 300.0,
+                progress=None) -> list[dict]:
+    """Submit every task at its arrival time through the runtime scheduler to the server; one record each.
+    Requests still open after `max_seconds` are cancelled (outcome 'cancelled')."""
+    loop = asyncio.get_running_loop()
+    client = Client(url)
+    await client.model_name()
+    sched = Scheduler(options)
+    t0 = loop.time() * 1000.0 + lead_ms
+    records = {t.id: {"id": t.id, "kind": t.kind, "prompt_tokens": t.prompt_tokens,
+                      "output_tokens": t.output_tokens, "arrival_ms": None, "start_ms": None, "ttft_ms": None,
+                      "end_ms": None, "outcome": "not sent"} for t in tasks}
+
+    async def call(rec, p, o):
+        rec["start_ms"] = loop.time() * 1000.0 - t0
+        done = await client.complete(p, o)
+        rec["ttft_ms"] = done.first_ms - t0 - rec["arrival_ms"]
+        return done
+
+    async def one(task: Task):
+        rec = records[task.id]
+        rec["arrival_ms"] = loop.time() * 1000.0 - t0
+        try:
+            await sched.submit(task.kind, call, rec, task.prompt_tokens, task.output_tokens)
+            rec["outcome"] = "ok"
+        except asyncio.CancelledError:
+            rec["outcome"] = "cancelled"
+            raise
+        except Exception as exc:  # a failed request is a result too: recorded, not fatal
+            rec["outcome"] = f"error: {type(exc).__name__}: {exc}"[:200]
+        finally:
+            rec["end_ms"] = loop.time() * 1000.0 - t0
+
+    running: list[asyncio.Task] = []
+    for t in tasks:
+        loop.call_at((t0 + t.arrival_ms) / 1000.0, lambda t=t: running.append(asyncio.ensure_future(one(t))))
+    end = t0 / 1000.0 + max_seconds
+    last_arrival = (t0 + (tasks[-1].arrival_ms if tasks else 0)) / 1000.0
+    next_report = loop.time() + 15
+    while True:
+        await asyncio.sleep(0.2)
+        now = loop.time()
+        if now >= last_arrival and len(running) == len(tasks) and all(r.done() for r in running):
+            break
+        if now >= end:
+            for r in running:
+                r.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            break
+        if progress is not None and now >= next_report:
+            s = sched.snapshot()
+            progress(f"    t={now - t0 / 1000:6.0f} s  in flight {s.in_flight_interactive}i/{s.in_flight_batch}b, "
+                     f"queued {s.queued_interactive}i/{s.queued_batch}b, cap {s.batch_cap:g}, done {s.completed}")
+            next_report = now + 15
+    assert sched.policy.running == 0 and sched.policy.queued() == (0, 0), "a slot leaked"
+    return [records[t.id] for t in tasks]
+
+
+def simulate(scenario, options: SchedulerOptions, tasks: list[Task], seed: int) -> list[dict]:
+    """The simulator on exactly these tasks (copies), with the scenario's backend."""
+    from simlab.world.engine import Engine
+
+    mine = [copy.copy(t) for t in tasks]
+    result = Engine(scenario, options, seed, tasks=mine).run()
+    out = []
+    for t in result.tasks:
+        ok = t.end_ms is not None
+        out.append({"id": t.id, "kind": t.kind, "prompt_tokens": t.prompt_tokens, "output_tokens": t.output_tokens,
+                    "arrival_ms": t.arrival_ms, "start_ms": t.start_ms, "ttft_ms": t.ttft_ms, "end_ms": t.end_ms,
+                    "outcome": "ok" if ok else "not finished"})
+    return out
+
+
+def metrics(records: list[dict]) -> dict:
+    """Per class: latency P50/P95/P99 and TTFT P95 over completed requests (ms, end-to-end, queueing included);
+    batch throughput: batch output tokens completed / (last batch end - first batch arrival), tokens/s."""
+    out = {}
+    for kind in ("interactive", "batch"):
+        ok = [r for r in records if r["kind"] == kind and r["outcome"] == "ok"]
+        lat = np.array([r["end_ms"] - r["arrival_ms"] for r in ok], dtype=float)
+        ttft = np.array([r["ttft_ms"] for r in ok if r["ttft_ms"] is not None], dtype=float)
+        m = {"completed": len(ok), "sent": sum(r["kind"] == kind for r in records)}
+        for name, q in (("p50_ms", 50), ("p95_ms", 95), ("p99_ms", 99)):
+            m[name] = float(np.percentile(lat, q)) if len(lat) else math.nan
+        m["ttft_p95_ms"] = float(np.percentile(ttft, 95)) if len(ttft) else math.nan
+        if ok:
+            first = min(r["arrival_ms"] for r in records if r["kind"] == kind)
+            span = max(r["end_ms"] for r in ok) - first
+            m["throughput_tok_s"] = sum(r["output_tokens"] for r in ok) / span * 1000.0 if span > 0 else math.nan
+        else:
+            m["throughput_tok_s"] = math.nan
+        out[kind] = m
+    return out
+
+
+def decode_ms_per_token(records: list[dict], kind: str) -> float:
+    """Median over completed requests of (end - first token) / (output tokens - 1): the decode step each one saw.
+    Separates the engine's step time (the step model) from queueing and prefill (the scheduler, the TTFT model)."""
+    v = [(r["end_ms"] - r["arrival_ms"] - r["ttft_ms"]) / (r["output_tokens"] - 1) for r in records
+         if r["kind"] == kind and r["outcome"] == "ok" and r["ttft_ms"] is not None and r["output_tokens"] > 4]
+    return float(np.median(v)) if v else math.nan
