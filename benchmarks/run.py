@@ -205,6 +205,11 @@ def main() -> int:
         table.add("simlab run: output size", "MB", [sum(p.stat().st_size for p in Path(f"{tmp}/run").rglob("*") if p.is_file()) / 1e6])
 
         if not args.quick:
+            # memory with summaries and time series only, on a day at 50 RPS (4.3 million requests)
+            day = ["run", str(ROOT / "benchmarks" / "day-50rps.toml"), "--policy", "adaptive", "--quiet", "--tasks", "none"]
+            c, w, m = process([SIMLAB, *day, "--out", f"{tmp}/day"], 1)
+            table.add("simlab run day-50rps (4.3M req) --tasks none", "cpu s", c)
+            table.add("simlab run day-50rps --tasks none: peak RSS", "MiB", m)
             # continuous batching: an eval sweep six times over, an hour long
             cb = load_scenario(ROOT / "benchmarks" / "eval-sweep-long.toml")
             options = cb.options("adaptive")
