@@ -12,8 +12,9 @@ what it does (bounded: --requests per level, --max-seconds per level; loopback s
   for each prompt length and each concurrency C: C workers send back-to-back requests of exactly
   --output-tokens tokens (prompts as token ids, ignore_eos), every streamed token timed.
 outputs (in --out, default results/loadtest/):
-  loadtest.csv   one row per level: batch_size, prompt_tokens, output_tokens, step_ms (median decode
-                 gap with C sequences in flight; p10/p90 too), ttft_ms, latency_ms  -> `simlab calibrate-gpu`
+  loadtest.csv   one row per level: batch_size, prompt_tokens, output_tokens, tpot_ms (mean time per
+                 output token), ttft_ms, latency_ms -> `simlab calibrate-gpu`; gap_median_ms (median
+                 token gap with C sequences in flight, p10/p90) for reference
   tokens.csv     every streamed token: level, request, token index, time, gap, sequences in flight
   fit/           `simlab calibrate-gpu loadtest.csv` (step.toml, step-profile.csv, report.md)
   backend.toml   the fitted continuous-batching [backend] as a scenario snippet (also printed)

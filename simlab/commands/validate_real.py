@@ -40,6 +40,8 @@ def register(sub) -> None:
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply arrival times by this (default 1)")
     p.add_argument("--until-ms", type=float, help="keep only tasks arriving before this (after scaling)")
     p.add_argument("--max-seconds", type=float, default=900.0, help="hard limit per measured run (default 900)")
+    p.add_argument("--calibration", help="a backend snippet from `simlab loadtest` (backend.toml) that replaces the "
+                   "scenario's [backend] for the simulation")
     p.add_argument("--node-policies", default="", help="also run these policies through the article's own scheduler "
                    "(tests/conformance/real_server.js under Node.js, real fetch) with the options file simlab "
                    "exports to OUT/options/POLICY.json; reported as 'POLICY (article JS)'")
@@ -58,11 +60,13 @@ def main(args) -> int:
     from simlab.policies import POLICY_NAMES, load_options
     from simlab.runtime import compare as cmp
     from simlab.runtime.client import loopback_url
-    from simlab.runtime.validate import RECORD_COLUMNS, drive, metrics, scenario_tasks, simulate
+    from simlab.runtime.validate import RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks, simulate
     from simlab.scenario import load_scenario
 
     loopback_url(args.url, "--url")
     scenario = load_scenario(args.scenario)
+    if args.calibration:
+        scenario = _with_backend(scenario, Path(args.calibration))
     if scenario.backend.kind != "continuous-batching":
         raise InputError(scenario.path, "backend.kind", "validate-real needs a continuous-batching backend "
                          f"(calibrated with `simlab loadtest`), found {scenario.backend.kind!r}")
@@ -92,7 +96,9 @@ def main(args) -> int:
         f"({n_i} interactive, {len(tasks) - n_i} batch), arrivals over {tasks[-1].arrival_ms / 1000:.0f} s",
         f"- time scale: arrivals x {args.time_scale:g}" + (f", tasks arriving before {args.until_ms:g} ms"
                                                             if args.until_ms else "") + " (the same for both sides)",
-        f"- server: {args.url}; {args.repeats} measured run(s) per policy; simulated with the scenario's backend",
+        f"- server: {args.url}; {args.repeats} measured run(s) per policy; simulated with "
+        + (f"the calibration {args.calibration}" if args.calibration else "the scenario's backend")
+        + f" ({_step_text(scenario.backend)})",
     ]
     print("\n".join(header))
     identity = {"scenario": scenario.name, "seed": seed, "time_scale": args.time_scale, "until_ms": args.until_ms,
@@ -100,10 +106,12 @@ def main(args) -> int:
 
     labels = {p: p for p in policies} | {f"{p} (article JS)": p for p in node_policies}
     predicted, measured = {}, {label: [] for label in labels}
+    decode_sim, decode_real = {}, {label: [] for label in labels}
     for p in policies:
         sim = simulate(scenario, options[p], tasks, seed)
         atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sim, RECORD_COLUMNS))
         predicted[p] = metrics(sim)
+        decode_sim[p] = {k: decode_ms_per_token(sim, k) for k in ("interactive", "batch")}
         atomic_write_text(out / "options" / f"{p}.json", json.dumps(options[p].to_json_dict(), indent=1) + "\n")
     if node_policies:
         atomic_write_text(out / "tasks.csv", csv_text(
@@ -129,6 +137,7 @@ def main(args) -> int:
                 atomic_write_text(meta, json.dumps({"identity": identity}, indent=1))
             m = metrics(recs)
             measured[label].append(m)
+            decode_real[label].append({k: decode_ms_per_token(recs, k) for k in ("interactive", "batch")})
             print(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated {predicted[p]['interactive']['p95_ms']:.0f}), "
                   f"batch {m['batch']['throughput_tok_s']:.0f} tok/s (simulated {predicted[p]['batch']['throughput_tok_s']:.0f}); "
                   f"{m['interactive']['completed'] + m['batch']['completed']}/{len(recs)} completed", flush=True)
@@ -137,6 +146,16 @@ def main(args) -> int:
     atomic_write_text(out / "summary.csv", csv_text(rows, cmp.ROW_COLUMNS))
     atomic_write_text(out / "verdict.json", json.dumps({"header": header, **v}, indent=1) + "\n")
     report = cmp.markdown(rows, v, header)
+    report += ("\n## Where the difference comes from: the decode step each request saw\n\n"
+               "Median over requests of (end - first token) / (output tokens - 1), in ms: the engine's step time "
+               "as the step model predicts it, without queueing or prefill.\n\n"
+               "| policy | class | simulated | measured (per run) | error |\n|---|---|---:|---:|---:|\n")
+    for label, p in labels.items():
+        for k in ("interactive", "batch"):
+            runs = [d[k] for d in decode_real[label]]
+            mean = sum(runs) / len(runs)
+            report += (f"| {label} | {k} | {decode_sim[p][k]:.1f} | {', '.join(f'{x:.1f}' for x in runs)} | "
+                       f"{(decode_sim[p][k] - mean) / mean:+.1%} |\n")
     if not args.no_figures:
         cmp.figure(rows, out / "figures")
         report += "\n![predicted vs measured](figures/validate-real.png)\n"
@@ -145,6 +164,31 @@ def main(args) -> int:
     print(report)
     print(f"written: {out}/summary.csv, verdict.json, report.md")
     return 0
+
+
+def _with_backend(scenario, path):
+    """The scenario with [backend] taken from a `simlab loadtest` snippet (its profile path made absolute)."""
+    import tomllib
+
+    from pydantic import ValidationError
+
+    from simlab.errors import read_text
+    from simlab.scenario import Backend
+
+    try:
+        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, None, f"not valid TOML ({exc})") from None
+    if "backend" not in data:
+        raise InputError(path, None, "no [backend] table (expected the backend.toml that `simlab loadtest` writes)")
+    step = data["backend"].get("step") or {}
+    if step.get("profile"):
+        step["profile"] = str((path.parent / step["profile"]).resolve())
+    try:
+        backend = Backend.model_validate(data["backend"])
+    except ValidationError as exc:
+        raise InputError(path, "backend", str(exc.errors()[0]["msg"])) from None
+    return scenario.model_copy(update={"backend": backend})
 
 
 def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict]:
@@ -164,6 +208,12 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
     if done.returncode != 0:
         raise InputError(None, "--node-policies", f"the Node driver failed: {done.stderr.strip()[-500:]}")
     return _read_records(out_path)
+
+
+def _step_text(backend) -> str:
+    st = backend.step
+    text = f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + {st.per_token_ms:g} ms/prefill token"
+    return text + (f", decode step from profile {st.profile}" if st.profile else "")
 
 
 def _read_records(path) -> list[dict]:

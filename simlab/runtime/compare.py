@@ -37,10 +37,11 @@ def compare(predicted: dict, measured: dict) -> list[dict]:
 
 
 def ranking(rows: list[dict], side: str) -> dict[str, list[str]]:
-    """Policies best first, per watched metric, from 'predicted' or 'measured'."""
+    """Policies best first, per watched metric, from 'predicted' or 'measured'. Extra drivers of a policy
+    ('POLICY (article JS)') share its prediction, so they are compared with it, not ranked."""
     out = {}
     for kind, name in WATCHED:
-        vals = {r["policy"]: r[side] for r in rows if r["class"] == kind and r["metric"] == name}
+        vals = {r["policy"]: r[side] for r in rows if r["class"] == kind and r["metric"] == name and " (" not in r["policy"]}
         out[f"{kind} {name}"] = sorted(vals, key=lambda p: vals[p], reverse=(name == "throughput_tok_s"))
     return out
 
