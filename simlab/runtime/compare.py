@@ -104,8 +104,11 @@ def figure(rows: list[dict], out_dir, name: str = "validate-real"):
                 lo, hi = r["measured"] - r["measured_min"], r["measured_max"] - r["measured"]
                 ax.bar(i + 0.2, r["measured"], 0.38, color=colors[p], yerr=[[lo], [hi]], capsize=6,
                        label="measured" if i == 0 else None)
-            ax.set_xticks(range(len(policies)), policies, rotation=20)
-            ax.set_title(f"{kind} {METRIC_LABELS[metric]}", fontsize=14)
+            ax.set_xticks(range(len(policies)), [p.replace(" (", "\n(") for p in policies], rotation=30, ha="right",
+                          fontsize=12)
+            if metric.endswith("_ms"):
+                ax.set_yscale("log")  # unscheduled is tens of times the others
+            ax.set_title(METRIC_LABELS[metric] if kind == "batch" else f"{kind} {METRIC_LABELS[metric]}", fontsize=14)
         axes[0].legend(loc="upper right", fontsize=12)
-        style.title(fig, "Simulated (light) vs measured on the real engine (dark, run-to-run range)")
+        style.title(fig, "Simulated (light) vs measured on the real engine (dark; bars: run-to-run range)")
         return style.save(fig, out_dir, name)
