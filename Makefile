@@ -31,8 +31,10 @@ real-engine:
 real-engine-results: $(STAMP)
 	scripts/real-engine-results.sh
 
+# Timings: never two at once on a shared machine (the lock), medians and spreads of repeats, ratios to floors.
+BENCH_LOCK ?= $(if $(wildcard /work),/work/.quiet.lock,/tmp/simlab-bench.lock)
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+	flock $(BENCH_LOCK) $(BIN)/python benchmarks/run.py
 
 lock:
 	$(PYTHON) -m venv /tmp/simlab-lock && /tmp/simlab-lock/bin/pip install -q . '.[test]' && \

@@ -27,5 +27,6 @@ run seed-article 5 "$@"
 run nightly-backfill 5 "$@"
 run eval-sweep 3 "$@"
 run provider-quota 3 "$@"
-run bench-1h 2 "$@"
+run bursty-chat 3 "$@"
+run bench-1h 2 --no-frontier "$@"  # the performance scenario: a static-cap sweep of one-hour runs is not the point
 run real-engine 2 "$@"

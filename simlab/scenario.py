@@ -115,6 +115,17 @@ class ClosedLoop(Strict):
     requests_per_user: int | None = Field(default=None, ge=1)
 
 
+class Resampled(Strict):
+    """A log's own arrival times (one `arrival_ms` column), rebuilt per seed by a block bootstrap: blocks of
+    `block_ms` drawn with replacement keep the log's bursts, and each seed is another resample of the traffic.
+    What `simlab fit` writes when a piecewise rate cannot reproduce the log's burstiness."""
+
+    process: Literal["resampled"]
+    file: str
+    block_ms: float = Field(default=60_000.0, gt=0)
+    span_ms: float | None = Field(default=None, gt=0)  # the log's span (default: the scenario's duration)
+
+
 class Trace(Strict):
     """Replay a file: the generic `id,kind,arrival_ms,service_ms` CSV or the Azure LLM trace format."""
 
@@ -130,7 +141,7 @@ class Trace(Strict):
 
 
 Arrivals = Annotated[
-    Union[Poisson, Piecewise, Diurnal, Burst, ClosedLoop, Trace], Field(discriminator="process")
+    Union[Poisson, Piecewise, Diurnal, Burst, ClosedLoop, Trace, Resampled], Field(discriminator="process")
 ]
 
 
@@ -308,7 +319,7 @@ class Criteria(Strict):
 
     slo_bin_ms: float = Field(default=10_000.0, gt=0)  # bins in which interactive P95 is judged
     p95_stay_ms: float = Field(default=30_000.0, gt=0)  # P95 above the SLO this long counts as "stays above"
-    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # no batch completion this long counts as a stall
+    batch_stall_ms: float = Field(default=60_000.0, gt=0)  # batch work waiting this long with no batch completion
 
 
 class Scenario(Strict):
@@ -359,7 +370,7 @@ class Scenario(Strict):
 
 _TAGS = {
     "constant", "exponential", "lognormal", "uniform", "empirical",
-    "poisson", "piecewise", "diurnal", "burst", "closed-loop", "trace",
+    "poisson", "piecewise", "diurnal", "burst", "closed-loop", "trace", "resampled",
 }  # fmt: skip
 
 
@@ -369,7 +380,7 @@ def _all_field_names(model, seen=None) -> set[str]:
     for name, field in model.model_fields.items():
         names.add(field.alias or name)
     for cls in (Constant, Exponential, Lognormal, Uniform, Empirical, Poisson, Piecewise, Diurnal, Burst,
-                ClosedLoop, Trace, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Tune, Decision,
+                ClosedLoop, Trace, Resampled, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Tune, Decision,
                 Conditions, Scenario):
         if cls not in seen:
             seen.add(cls)
@@ -441,6 +452,8 @@ def _check_semantics(s: Scenario) -> None:
             if isinstance(d, Empirical) and not _is_file(s.resolve(d.file)):
                 raise InputError(s.path, f"{where}.{key}.file", f"file not found: {s.resolve(d.file)}")
         arr = w.arrivals
+        if isinstance(arr, Resampled) and not _is_file(s.resolve(arr.file)):
+            raise InputError(s.path, f"{where}.arrivals.file", f"arrivals file not found: {s.resolve(arr.file)}")
         if isinstance(arr, Trace):
             if not _is_file(s.resolve(arr.file)):
                 raise InputError(s.path, f"{where}.arrivals.file", f"trace file not found: {s.resolve(arr.file)}")

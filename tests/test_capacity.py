@@ -52,6 +52,12 @@ def test_slots_delay_and_rates_of_each_process():
         assert check(scenario_from_dict(data)).rate_per_s == pytest.approx(rate), arrivals
 
 
+def test_a_load_multiplier_scales_open_loop_rates():
+    data = base(kind="slots", slots=4)
+    data["workload"][0]["load"] = 2.5
+    assert check(scenario_from_dict(data)).utilisation == pytest.approx(2.5 * 10 * 0.5 / 4)
+
+
 def test_mean_service_of_each_distribution():
     for dist, mean in (
         ({"dist": "exponential", "mean": 300}, 300),

@@ -52,7 +52,7 @@ def test_trace_windows_and_resamples_keep_bursts():
     s = load_scenario(ROOT / "scenarios" / "nightly-backfill.toml")
     trace = [w for w in s.workload if w.arrivals.process == "trace"]
     assert trace, "nightly-backfill replays a trace"
-    s = s.model_copy(update={"conditions": s.conditions.model_copy(update={"time_shifts_ms": [60_000], "resamples": 2})})
+    s = s.model_copy(update={"conditions": s.conditions.model_copy(update={"time_shifts_ms": [60_000], "resamples": 2, "batch_at_ms": []})})
     conds = conditions_of(s)
     assert [c.name for c in conds] == ["base", "shift-60s", "resample-1", "resample-2"]
 
@@ -77,3 +77,36 @@ def test_exported_values_are_rounded_before_validation():
     assert rounded("windowMs", 120.0) == 500.0
     assert rounded("smoothingAlpha", 0.333) == 0.35
     assert rounded("batchMaxConcurrency", 14) == 14
+
+
+def _bursty_log(seed=5):
+    rng = np.random.default_rng(seed)
+    starts = np.cumsum(rng.exponential(8000, 80))
+    parts = [s + np.sort(rng.exponential(150, rng.integers(5, 40))) for s in starts]
+    return np.sort(np.concatenate(parts + [rng.uniform(0, starts[-1], 300)]))
+
+
+def test_fit_keeps_a_bursty_logs_cv_by_resampling_its_own_arrivals(tmp_path):
+    from simlab.calibration.fit import bin_edges, choose_bin, fit_arrivals
+    from simlab.scenario import scenario_from_dict
+
+    t = _bursty_log()
+    cv = np.diff(t).std(ddof=1) / np.diff(t).mean()
+    assert cv > 2.5
+    span = float(t[-1])
+    fit = fit_arrivals(t, span, choose_bin(span, len(t)))
+    assert fit.process == "resampled" and "no piecewise rate reproduces" in fit.process_reason
+    (tmp_path / "a.csv").write_text("arrival_ms\n" + "".join(f"{float(x)!r}\n" for x in t))
+    s = scenario_from_dict({"name": "r", "duration_ms": span, "backend": {"kind": "delay"}, "workload": [
+        {"name": "chat", "class": "interactive", "service": {"dist": "constant", "value": 1},
+         "arrivals": {"process": "resampled", "file": str(tmp_path / "a.csv"), "block_ms": fit.step_ms}}]})
+    cvs = []
+    for seed in (1, 2, 3, 4, 5):
+        sim = np.array([x.arrival_ms for x in open_loop_tasks(s, seed)])
+        g = np.diff(sim)
+        cvs.append(g.std(ddof=1) / g.mean())
+        assert 0.6 < len(sim) / len(t) < 1.4
+    # a piecewise rate got 2.48 here; each resample of ~10 one-minute blocks varies, their mean keeps the CV
+    assert abs(np.mean(cvs) - cv) < 0.12 * cv and min(cvs) > 2.5, cvs
+    a = [x.arrival_ms for x in open_loop_tasks(s, 1)]
+    assert a != [x.arrival_ms for x in open_loop_tasks(s, 2)]  # each seed another resample

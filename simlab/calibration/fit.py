@@ -341,6 +341,11 @@ def choose_step(times: np.ndarray, span_ms: float, bin_ms: float, cv: float) -> 
     return min(steps, key=lambda s: abs(s["predicted_cv"] - cv))["step_ms"], steps
 
 
+def resample_block(span_ms: float, bin_ms: float) -> float:
+    """Block length of the bootstrap: the report bin, at least 10 s, and at most a quarter of the log."""
+    return float(max(min(bin_ms, span_ms / 4), min(10_000.0, span_ms / 4)))
+
+
 def fit_arrivals(times_ms, span_ms: float, bin_ms: float, kind: str = "interactive", resolution_ms: float = 0.0,
                  process: str = "auto", step_ms: float | None = None, source=None) -> ArrivalFit:
     times = np.sort(np.asarray(times_ms, dtype=float))
@@ -411,6 +416,24 @@ def fit_arrivals(times_ms, span_ms: float, bin_ms: float, kind: str = "interacti
         reason = (f"the rate varies across bins ({p_is(rate_constant.p_value)})" if rate_constant.rejected
                   else f"a Poisson process with a constant rate is rejected (KS {p_is(poisson_constant.p_value)}, "
                        f"CV {cv:.3f})")
+    if process == "piecewise" and step_ms is None and "--arrivals" not in reason:
+        predicted = next((st["predicted_cv"] for st in steps if st["step_ms"] == chosen_step), math.nan)
+        if not abs(predicted - cv) <= tol:  # the rate alone cannot make these bursts: resample the log itself
+            process = "resampled"
+            block = resample_block(span_ms, bin_ms)
+            reason += (f"; no piecewise rate reproduces the log's inter-arrival CV ({cv:.3f}; the closest predicts "
+                       f"{predicted:.3f}), so the scenario replays the log's own arrivals, block-bootstrapped in "
+                       f"blocks of {format_duration(block)} (each seed another resample; bursts shorter than a block survive)")
+            return ArrivalFit(kind, n, float(span_ms), n / span_ms * 1000.0, cv, float(bin_ms), edges, counts, rates,
+                              lo / widths * 1000.0, hi / widths * 1000.0, rate_constant, poisson_constant, rescaled,
+                              dispersion, process, reason, float(block), step_rates(times, span_ms, chosen_step),
+                              cv, steps, jittered)
+    if process == "resampled":
+        block = resample_block(span_ms, bin_ms)
+        return ArrivalFit(kind, n, float(span_ms), n / span_ms * 1000.0, cv, float(bin_ms), edges, counts, rates,
+                          lo / widths * 1000.0, hi / widths * 1000.0, rate_constant, poisson_constant, rescaled,
+                          dispersion, process, reason + f" (blocks of {format_duration(block)})", float(block),
+                          step_rates(times, span_ms, chosen_step), cv, steps, jittered)
     if process == "poisson":
         rates_s = np.array([n / span_ms * 1000.0])
         predicted = 1.0

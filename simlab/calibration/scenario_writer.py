@@ -189,6 +189,12 @@ def write_scenario(fit: LogFit, out_dir: Path, name: str | None = None, template
         lines = [f"name = {toml_value(kind)}", f"class = {toml_value(kind)}"]
         if a.process == "poisson":
             lines.append("arrivals = " + toml_value({"process": "poisson", "rate_per_s": round_sig(a.rate_per_s)}))
+        elif a.process == "resampled":
+            arr_file = f"{kind}-arrivals.csv"
+            own = fit.log.of(kind)["arrival_ms"].to_numpy(dtype=float)
+            atomic_write_text(out_dir / arr_file, "arrival_ms\n" + "".join(f"{float(t)!r}\n" for t in np.sort(own)))
+            lines.append("arrivals = " + toml_value({"process": "resampled", "file": arr_file,
+                                                      "block_ms": float(a.step_ms), "span_ms": duration}))
         elif a.process == "burst":
             lines.append("arrivals = " + toml_value({"process": "burst", "count": a.n,
                                                       "at_ms": _first_arrival(fit, kind)}))

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from simlab.commands.common import out_dir, positive, scenario_options
+from simlab.commands.common import capacity_check, out_dir, positive, scenario_options
 
 
 def register(sub) -> None:
@@ -48,6 +48,9 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     base = scenario_options(scenario, args.options, "adaptive")
     search, held = split(scenario)
+    capacity_check(scenario)
+    for cond in held:  # held-out conditions may carry more load than the scenario itself
+        capacity_check(cond.apply(scenario), label=f"held-out condition {cond.name}")
     trials = scenario.tune.trials if args.trials is None else args.trials
 
     specs = frontier_specs(base) + [Spec("adaptive-defaults", base.with_changes(policy="adaptive"), "adaptive"),
@@ -58,13 +61,18 @@ def main(args) -> int:
         # tuning searches on the first search condition (the search seeds); held-out conditions never enter it
         tune_args = argparse.Namespace(trials=trials, workers=workers, out=str(out / "tune"), storage=None, study=None,
                                        options=args.options, objective=None, mode="single", join=False, quiet=args.quiet,
-                                       force=True)  # decide applies its own rule and export gate
+                                       force=True, capacity_checked=True)  # decide applies its own rule and export gate
         code, pick = tune_cmd.run(search[0].apply(scenario), tune_args)
         if pick is not None:
             specs.append(Spec("adaptive-tuned", options_from_dict(pick["options"]), "adaptive"))
             tuned_note = "tuned" + ("" if code == 0 else " (missed the constraint on held-out seeds in tune)")
         else:
             tuned_note = "tuning found no feasible trial"
+        # With few search seeds the rule's P95 ties are wide and favour throughput; the feasible trial with the
+        # lowest search P95 is a second candidate, and the held-out traffic judges both.
+        low = lowest_p95_trial(out / "tune" / "trials.csv", base, search[0].apply(scenario))
+        if low is not None and (pick is None or production_options(low) != production_options(options_from_dict(pick["options"]))):
+            specs.append(Spec("adaptive-tuned-lowest-p95", low, "adaptive"))
 
     first = scenario.tune.holdout_first_seed
     n = positive(args.replications if args.replications is not None else scenario.tune.holdout_seeds, "--replications")
@@ -131,6 +139,24 @@ def main(args) -> int:
             else "a static cap dominates the choice on the pooled held-out traffic")
         print(f"not exported: {why}; candidate (if any): {candidate}", file=sys.stderr)
     return code
+
+
+def lowest_p95_trial(trials_csv: Path, base, scenario):
+    import math
+
+    import pandas as pd
+
+    from simlab.tuning.space import TUNABLE_KEYS, options_for
+
+    if not trials_csv.is_file():
+        return None
+    t = pd.read_csv(trials_csv)
+    t = t[(t["state"] == "COMPLETE") & (t["feasible"].astype(str) == "True")]
+    if t.empty:
+        return None
+    row = t.sort_values(["objective_ms", "trial"]).iloc[0]
+    params = {k: row[k] for k in TUNABLE_KEYS if k in row and not (isinstance(row[k], float) and math.isnan(row[k]))}
+    return options_for(base, params, scenario)
 
 
 def write_report(out: Path, scenario, ans, record, spread, held, search, seeds, tuned_note, figs) -> None:

@@ -46,7 +46,7 @@ def register(sub) -> None:
                    "10+ bins), or a duration such as 1h, 5min, 30s")
     p.add_argument("--step", default="auto", help="the scenario's piecewise rate step: auto (the coarsest that "
                    "reproduces the inter-arrival CV) or a duration")
-    p.add_argument("--arrivals", default="auto", choices=("auto", "poisson", "piecewise"),
+    p.add_argument("--arrivals", default="auto", choices=("auto", "poisson", "piecewise", "resampled"),
                    help="the scenario's arrival process (default auto)")
     p.add_argument("--dist", default="auto", choices=("auto", "lognormal", "empirical"),
                    help="token/latency distributions: auto = lognormal unless KS rejects it, else empirical")

@@ -62,7 +62,7 @@ def with_calibration(scenario, where: str):
 
 def run(scenario, args) -> tuple[int, dict | None]:
     """Tune, validate, export; (exit code, the chosen configuration's validation summary row)."""
-    cap = capacity_check(scenario)
+    cap = capacity_check(scenario, announce=not getattr(args, "capacity_checked", False))
     from simlab.experiments.runner import Job, run_jobs
     from simlab.tuning.report import figures, write_best, write_report, write_tables
     from simlab.tuning.space import build_space

@@ -149,6 +149,8 @@ def offers(scenario: Scenario) -> list[Offer]:
             rate = arr.count * len(at) / scenario.duration_ms * 1000
         else:
             rate = _open_loop_rate(arr, scenario.duration_ms)
+        if not isinstance(arr, ClosedLoop):
+            rate *= getattr(w, "load", 1.0)  # a load multiplier thins or superposes open-loop arrivals
         if not math.isfinite(service):
             service = _token_service(tt, prompt, output)
         out.append(Offer(name, rate, service, prompt, output, p95))

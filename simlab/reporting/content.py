@@ -142,7 +142,9 @@ def _calibrate(doc: Document, s: Source, placed, many: bool) -> None:
             doc.add(Figure(f, caption(f), source=s.label))
             placed.add(f)
     if r.options:
-        doc.add(Paragraph("`recommended-options.json` (use it with `--options`):"), Code(json.dumps(r.options, indent=2), "json"))
+        doc.add(Paragraph("The options verified above. Not exported: the thresholds set `simlab tune`'s search ranges "
+                          "(`tune-bounds.json`, read with `simlab tune SCENARIO --calibration DIR`)."),
+                Code(json.dumps(r.options, indent=2), "json"))
     if r.notes:
         doc.add(Heading(3, "Notes"), Bullets(list(r.notes)))
 

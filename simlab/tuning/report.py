@@ -97,26 +97,46 @@ def figures(ctx: TuneContext, study, out: Path) -> list[str]:
         style.save(fig, target, fname)
         made.append(f"figures/{fname}.png")
 
+    def tidy(fig, axes, title):
+        # Optuna puts its own title on the figure: one title only, names not cut off, grey points explained,
+        # and a y-range of at least 10% of the values so that a 1% change does not look like a cliff
+        if getattr(fig, "_suptitle", None) is not None:
+            fig._suptitle.set_text("")
+        for ax in axes:
+            for loc in ("left", "center", "right"):
+                ax.set_title("", loc=loc)
+            lo, hi = ax.get_ylim()
+            mid, need = (lo + hi) / 2, 0.1 * abs((lo + hi) / 2)
+            if ax.get_yscale() == "linear" and ax.get_ylabel() and 0 < hi - lo < need:
+                ax.set_ylim(mid - need / 2, mid + need / 2)
+        fig.suptitle(title + "\ngrey points: trials that miss the batch-throughput constraint",
+                     fontsize=11)
+        fig.set_layout_engine("constrained")
+
     with style.context():
         if not ctx.multi and done:
             ax = ovm.plot_optimization_history(study, target_name=objective)
             fig = ax.figure
             fig.set_size_inches(*style.WIDE)
-            ax.set_title(f"{name}: optimisation history (feasible trials)")
+            tidy(fig, [ax], f"{name}: optimisation history (blue: feasible trials; line: best so far)")
             keep(fig, "optimization_history")
         if len(done) >= 3:
             try:
                 ax = ovm.plot_param_importances(study, target=(lambda t: t.values[0]), target_name=objective)
                 fig = ax.figure
                 fig.set_size_inches(*style.WIDE)
-                ax.set_title(f"{name}: which options matter for {ctx.tune.objective.upper()}")
+                for loc in ("left", "center", "right"):
+                    ax.set_title("", loc=loc)
+                fig.suptitle(f"{name}: which options matter for {ctx.tune.objective.upper()} (fANOVA importance)", fontsize=11)
+                fig.set_layout_engine("constrained")
                 keep(fig, "param_importances")
             except (RuntimeError, ValueError, ZeroDivisionError):
                 pass  # too few distinct trials to estimate importances
             axes = ovm.plot_slice(study, target=(lambda t: t.values[0]), target_name=objective)
             fig = axes.flat[0].figure if hasattr(axes, "flat") else axes.figure
             fig.set_size_inches(max(13.0, 3.0 * len(ctx.space.bounds) + 2), 6.0)
-            fig.suptitle(f"{name}: objective against each option")
+            tidy(fig, list(axes.flat) if hasattr(axes, "flat") else [axes], f"{name}: objective against each option "
+                 "(colour: trial number)")
             keep(fig, "slices")
         if done and ctx.multi:
             ax = ovm.plot_pareto_front(study, target_names=[objective, "batch throughput (jobs/min)"],

@@ -105,6 +105,15 @@ def options_for(base: SchedulerOptions, params: dict, scenario: Scenario) -> Sch
     return base.with_changes(**changes)
 
 
+TUNABLE_KEYS = (
+    "interactiveRpsThreshold",
+    "interactiveP95LatencyMs",
+    "windowMs",
+    "smoothingAlpha",
+    "smoothingTauMs",
+    "batchMaxConcurrency",
+    "batchMinConcurrency",
+)
 _FIELD = {
     "interactiveRpsThreshold": "interactive_rps_threshold",
     "interactiveP95LatencyMs": "interactive_p95_latency_ms",
