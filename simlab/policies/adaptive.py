@@ -12,7 +12,7 @@ import math
 
 from simlab.policies.base import Task
 from simlab.policies.simple import Priority
-from simlab.policies.window import ArrivalCounter, SlidingWindow, expiry_instant
+from simlab.policies.window import ArrivalCounter, SlidingWindow
 
 
 def js_round(x: float) -> int:
@@ -67,8 +67,7 @@ class Adaptive(Priority):
         now = self.clock()
         if now < self._valid_until:
             return self._cap
-        window = self._window
-        rps, p95 = window.snapshot(now)
+        rps, p95, until = self._window.snapshot_until(now)
         if self._arrivals is not None:
             rps = self._arrivals.rps(now)
         a, b = rps / self._rps_threshold, p95 / self._p95_threshold
@@ -85,11 +84,12 @@ class Adaptive(Priority):
             self._smoothed_at = now
             pressure = self._smoothed
         self._rps, self._p95, self._pressure = rps, p95, pressure
-        cap = js_round(self._bmax - self._range * pressure)
+        x = self._bmax - self._range * pressure
+        cap = math.floor(x)
+        if x - cap >= 0.5:  # js_round, inlined
+            cap += 1
         self._cap = cap = cap if cap > self._bmin else self._bmin
         if self._memo:
-            ts = window._ts
-            until = expiry_instant(ts[0], window.window_ms) if ts else math.inf
             if self._arrivals is not None:
                 other = self._arrivals.next_expiry_ms()
                 if other is not None and other < until:
