@@ -229,7 +229,8 @@ def describe(scenario) -> str:
             "burst": lambda: f"bursts of {a.count} jobs",
             "closed-loop": lambda: f"{a.users} closed-loop users",
             "trace": lambda: f"a replayed trace ({Path(a.file).name})",
-        }[a.process]()
+            "resampled": lambda: f"arrivals resampled from {Path(a.file).name} in {a.block_ms / 1000:g} s blocks",
+        }.get(a.process, lambda: f"{a.process} arrivals")()  # a process added later still gets described
         parts.append(f"{w.kind} `{w.name or w.kind}` with {how}")
     return (
         f"{(scenario.description or scenario.name).rstrip('.')}. The model: {world}; "
