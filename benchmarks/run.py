@@ -1,71 +1,68 @@
-"""Speed and memory of the engine, as ratios against a bare SimPy model of the same traffic in the same run.
+"""Speed and memory of simlab, as ratios against floors measured in the same run.
 
-The bare model is what one would write by hand: a source process, one process per request, a
-`simpy.Resource` for the slots. The engine does more (a real policy, recording, time series), and the
-budget is a small multiple of the bare model. Also times `simlab replay` on 100,000 tasks.
+In-process: each policy's simulation of `bench-1h` against `floor.lean_floor` on the same arrivals and
+service times (the workload is drawn once, outside the timing, for both). Whole process: `simlab run` with
+its default outputs against `floor.py` as a process (read the TOML, draw, simulate). Also: peak memory,
+simulated requests per second, continuous batching on a long eval-sweep-like workload, a 50-trial x 4-seed
+`simlab tune` study, and `simlab replay` of 100,000 tasks. Every timing is repeated; the table gives the
+median and the spread (min-max). Results go to benchmarks/results.csv and .md (committed: regressions show
+in review). Other agents share the machine: run it under `flock /work/.quiet.lock` (make bench does).
 
-    make bench                # or: .venv/bin/python benchmarks/run.py [--scenario S] [--repeat N]
+    make bench      # or: .venv/bin/python benchmarks/run.py [--repeat N] [--quick] [--out-prefix P]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import gc
-import json
+import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
-import simpy
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from floor import lean_floor, resource_floor  # noqa: E402
 
 from simlab.policies import options_from_dict  # noqa: E402
 from simlab.replay import replay  # noqa: E402
 from simlab.scenario import load_scenario  # noqa: E402
 from simlab.traces import read_trace  # noqa: E402
+from simlab.world import workloads  # noqa: E402
 from simlab.world.engine import Engine  # noqa: E402
-from simlab.world.workloads import open_loop_tasks  # noqa: E402
+
+POLICIES = ("unscheduled", "fifo", "priority", "static", "adaptive")
+SIMLAB = str(Path(sys.executable).parent / "simlab")
+COLUMNS = ("metric", "unit", "median", "min", "max", "n", "floor", "ratio", "target", "meets")
 
 
-def bare_simpy(tasks, slots: int) -> int:
-    """The same arrivals and service times through a hand-written SimPy model; returns completions."""
-    env = simpy.Environment()
-    gpu = simpy.Resource(env, capacity=slots)
-    done = [0]
+def timed(run, repeat: int, prepare=None) -> list[float]:
+    """CPU seconds of `run(prepare())` per repeat; `prepare` is not timed.
 
-    def request(service):
-        with gpu.request() as req:
-            yield req
-            yield env.timeout(service)
-        done[0] += 1
-
-    def source():
-        for t in tasks:
-            yield env.timeout(t.arrival_ms - env.now)
-            env.process(request(t.service_ms))
-
-    env.process(source())
-    env.run()
-    return done[0]
-
-
-def timed(fn, repeat: int):
+    CPU time, not wall time: other agents load the shared cores, which stretches wall time by 1-3x at
+    random, while the work done (and so the CPU time) barely moves.
+    """
     times = []
     for _ in range(repeat):
+        arg = prepare() if prepare else None
         gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        t0 = time.process_time()
+        run(arg)
+        times.append(time.process_time() - t0)
+    return times
 
 
-def peak_memory(fn) -> int:
+def traced_peak(fn) -> int:
+    """Peak bytes allocated by Python and numpy while `fn` runs (tracemalloc; slower, so measured apart)."""
     gc.collect()
     tracemalloc.start()
     fn()
@@ -74,35 +71,159 @@ def peak_memory(fn) -> int:
     return peak
 
 
+def process(cmd: list[str], repeat: int, before=None) -> tuple[list[float], list[float], list[float]]:
+    """CPU seconds (user + system), wall seconds and peak RSS (MiB) of a whole process, measured by a
+    wrapper whose only child it is. `before()` runs untimed before each repeat."""
+    probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+             "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); dt = time.perf_counter() - t; "
+             "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+             "print(r.returncode, u.ru_utime + u.ru_stime, dt, u.ru_maxrss / 1024)")
+    cpu, wall, mems = [], [], []
+    for _ in range(repeat):
+        if before:
+            before()
+        out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT, check=True)
+        rc, c, w, mem = out.stdout.split()
+        if rc != "0":
+            raise SystemExit(f"{' '.join(cmd)} exited with {rc}")
+        cpu.append(float(c))
+        wall.append(float(w))
+        mems.append(float(mem))
+    return cpu, wall, mems
+
+
+def engine_input(scenario, seed: int = 1):
+    """(prepare, run) for the engine on a pre-drawn workload, whatever the engine's input type."""
+    if hasattr(workloads, "open_loop_columns"):  # columnar: immutable arrays, shared by every repeat
+        cols = workloads.open_loop_columns(scenario, seed)
+        return (lambda: cols), cols
+    tasks = workloads.open_loop_tasks(scenario, seed)  # Task objects are mutated by a run: copy each time
+    return (lambda: [_copy(t) for t in tasks]), tasks
+
+
+def run_engine(scenario, options, workload, seed: int = 1):
+    if hasattr(workloads, "open_loop_columns"):
+        return Engine(scenario, options, seed, workload=workload).run()
+    return Engine(scenario, options, seed, tasks=workload).run()
+
+
+def floor_arrays(scenario, seed: int = 1):
+    if hasattr(workloads, "open_loop_columns"):
+        c = workloads.open_loop_columns(scenario, seed)
+        return c.arrival_ms.tolist(), c.service_ms.tolist(), c.interactive.tolist()
+    tasks = workloads.open_loop_tasks(scenario, seed)
+    return [t.arrival_ms for t in tasks], [t.service_ms for t in tasks], [t.interactive for t in tasks]
+
+
+def _copy(t):
+    from simlab.policies import Task
+
+    c = Task(t.id, t.kind, t.arrival_ms, t.service_ms)
+    c.source, c.prompt_tokens, c.output_tokens = t.source, t.prompt_tokens, t.output_tokens
+    return c
+
+
+class Table:
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def add(self, metric, unit, values, floor=None, target=None, higher_is_better=False):
+        med = statistics.median(values)
+        ratio = med / floor if floor else None
+        meets = "" if target is None or ratio is None else ("yes" if (ratio >= target if higher_is_better else ratio <= target) else "NO")
+        row = {"metric": metric, "unit": unit, "median": med, "min": min(values), "max": max(values), "n": len(values),
+               "floor": floor, "ratio": ratio, "target": target, "meets": meets}
+        self.rows.append(row)
+        spread = f"{min(values):.3g}-{max(values):.3g}"
+        extra = f"  {ratio:5.2f}x" if ratio is not None else ""
+        extra += f" (target <= {target}x: {meets})" if target is not None else ""
+        print(f"  {metric:<44} {med:10.4g} {unit:<6} [{spread}]{extra}", flush=True)
+
+    def write(self, prefix: Path, header: str) -> None:
+        with open(f"{prefix}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, COLUMNS)
+            w.writeheader()
+            for r in self.rows:
+                w.writerow({k: ("" if r[k] is None else (f"{r[k]:.6g}" if isinstance(r[k], float) else r[k])) for k in COLUMNS})
+        lines = [header, "", "| metric | median | spread (min-max) | n | ratio to floor | target |", "|---|---:|---:|---:|---:|---|"]
+        for r in self.rows:
+            ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else ""
+            target = f"<= {r['target']}x: {r['meets']}" if r["target"] is not None else ""
+            lines.append(f"| {r['metric']} | {r['median']:.4g} {r['unit']} | {r['min']:.4g}-{r['max']:.4g} | {r['n']} | {ratio} | {target} |")
+        Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "bench-1h.toml"))
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "results" / "bench.json"))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="skip the study and the continuous-batching run")
+    parser.add_argument("--out-prefix", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
+    rep = args.repeat
+    table = Table()
 
     scenario = load_scenario(args.scenario)
-    tasks = open_loop_tasks(scenario, 1)
     slots = scenario.backend.slots
-    print(f"{scenario.name}: {len(tasks):,} tasks, {slots} slots; median of {args.repeat} runs", flush=True)
+    arrival, service, interactive = floor_arrays(scenario)
+    n = len(arrival)
+    print(f"{scenario.name}: {n:,} requests, {slots} slots; {rep} repeats; median [min-max]", flush=True)
 
-    report = {"scenario": scenario.name, "tasks": len(tasks)}
-    base = timed(lambda: bare_simpy(tasks, slots), args.repeat)
-    base_mem = peak_memory(lambda: bare_simpy(tasks, slots))
-    report["bare_simpy_s"] = base
-    print(f"  bare SimPy model           {base:7.2f} s   1.00x   peak {base_mem / 2**20:6.1f} MiB")
-    for policy in ("unscheduled", "priority", "static", "adaptive"):
-        options = scenario.options(policy)
+    # --- in process: the floor and every policy once per round, so each round sees similar machine load
+    runs = {"floor": [], "resource": [], **{p: [] for p in POLICIES}}
+    for _ in range(rep):
+        runs["floor"] += timed(lambda _: lean_floor(arrival, service, interactive, slots), 1)
+        runs["resource"] += timed(lambda _: resource_floor(arrival, service, slots), 1)
+        for policy in POLICIES:
+            prepare, _ = engine_input(scenario)
+            runs[policy] += timed(lambda w, o=scenario.options(policy): run_engine(scenario, o, w), 1, prepare)
+    floor_s = statistics.median(runs["floor"])
+    table.add("floor: lean SimPy model", "cpu s", runs["floor"])
+    table.add("floor: SimPy Resource model", "cpu s", runs["resource"], floor_s)
+    for policy in POLICIES:
+        table.add(f"engine {policy}: simulation", "cpu s", runs[policy], floor_s, target=2.0)
+        table.add(f"engine {policy}: simulated requests/s", "req/s", [n / t for t in runs[policy]])
+    table.add("workload: draw bench-1h", "cpu s", timed(lambda _: engine_input(scenario), rep))
+    table.add("floor: lean model peak (traced)", "MiB", [traced_peak(lambda: lean_floor(arrival, service, interactive, slots)) / 2**20])
+    for policy in ("unscheduled", "adaptive"):
+        w = engine_input(scenario)[0]()
+        mem = traced_peak(lambda o=scenario.options(policy), w=w: run_engine(scenario, o, w)) / 2**20
+        table.add(f"engine {policy}: peak (traced, workload drawn before)", "MiB", [mem])
 
-        def run(options=options):
-            Engine(scenario, options, 1, tasks=[_copy(t) for t in tasks]).run()
+    # --- whole process ------------------------------------------------------------------------------
+    with tempfile.TemporaryDirectory() as tmp:
+        floor_c, floor_w, floor_m = process([sys.executable, str(ROOT / "benchmarks" / "floor.py"), args.scenario], rep)
+        table.add("process floor: floor.py bench-1h", "cpu s", floor_c)
+        table.add("process floor: wall", "s", floor_w)
+        table.add("process floor: peak RSS", "MiB", floor_m)
+        cmd = [SIMLAB, "run", args.scenario, "--policy", "adaptive", "--quiet", "--out", f"{tmp}/run"]
+        clear = lambda: shutil.rmtree(f"{tmp}/run", ignore_errors=True)  # noqa: E731 (a rerun would be a cache hit)
+        c, w, m = process(cmd, rep, before=clear)
+        table.add("simlab run bench-1h --policy adaptive", "cpu s", c, statistics.median(floor_c), target=3.0)
+        table.add("simlab run: wall", "s", w, statistics.median(floor_w))
+        table.add("simlab run: peak RSS", "MiB", m, statistics.median(floor_m))
+        table.add("simlab run: output size", "MB", [sum(p.stat().st_size for p in Path(f"{tmp}/run").rglob("*") if p.is_file()) / 1e6])
 
-        t = timed(run, args.repeat)
-        mem = peak_memory(run)
-        report[f"engine_{policy}_s"] = t
-        report[f"engine_{policy}_ratio"] = t / base
-        report[f"engine_{policy}_mem_ratio"] = mem / base_mem
-        print(f"  engine, {policy:<12}       {t:7.2f} s  {t / base:5.2f}x   peak {mem / 2**20:6.1f} MiB ({mem / base_mem:.2f}x)", flush=True)
+        if not args.quick:
+            # memory with summaries and time series only, on a day at 50 RPS (4.3 million requests)
+            day = ["run", str(ROOT / "benchmarks" / "day-50rps.toml"), "--policy", "adaptive", "--quiet", "--tasks", "none"]
+            c, w, m = process([SIMLAB, *day, "--out", f"{tmp}/day"], 1)
+            table.add("simlab run day-50rps (4.3M req) --tasks none", "cpu s", c)
+            table.add("simlab run day-50rps --tasks none: peak RSS", "MiB", m)
+            # continuous batching: an eval sweep six times over, an hour long
+            cb = load_scenario(ROOT / "benchmarks" / "eval-sweep-long.toml")
+            options = cb.options("adaptive")
+            prepare, w0 = engine_input(cb)
+            cb_n = len(w0)
+            times = timed(lambda w: run_engine(cb, options, w), max(1, rep // 2), prepare)
+            table.add(f"continuous-batching eval-sweep-long ({cb_n:,} req): simulation", "cpu s", times)
+            table.add("continuous-batching: simulated requests/s", "req/s", [cb_n / x for x in times])
+
+            # the study a user runs: 50 trials x 4 seeds, then the held-out validation and the report
+            study = process([SIMLAB, "tune", str(ROOT / "scenarios" / "seed-article.toml"), "--trials", "50", "--quiet",
+                             "--out", f"{tmp}/tune"], max(1, rep // 2), before=lambda: shutil.rmtree(f"{tmp}/tune", ignore_errors=True))
+            table.add("simlab tune seed-article, 50 trials x 4 seeds", "cpu s", study[0])
+            table.add("simlab tune: wall", "s", study[1])
 
     # replay of 100,000 tasks through adaptive
     rng = random.Random(7)
@@ -116,21 +237,16 @@ def main() -> int:
         path.write_text("\n".join(lines) + "\n")
         options = options_from_dict({"maxConcurrency": 16, "batchMaxConcurrency": 12, "batchMinConcurrency": 1,
                                      "interactiveRpsThreshold": 40, "interactiveP95LatencyMs": 1000, "smoothingAlpha": 0.3})
-        replay_s = timed(lambda: replay(read_trace(path)[0], options), args.repeat)
-    report["replay_100k_adaptive_s"] = replay_s
-    print(f"  replay, 100,000 tasks, adaptive (read + simulate): {replay_s:.2f} s")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
-    print(f"written {args.out}")
+        table.add("replay 100,000 tasks, adaptive (read + simulate)", "cpu s", timed(lambda _: replay(read_trace(path)[0], options), rep))
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    dirty = " (uncommitted changes)" if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "simlab"], cwd=ROOT).returncode else ""
+    header = (f"# make bench\n\n{scenario.name}: {n:,} requests, {slots} slots. Commit {commit}{dirty}, "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores shared with other work "
+              f"(run under flock /work/.quiet.lock). Times are CPU seconds (wall time on a shared machine varies 1-3x); ratios: median over the floor's median measured in the same run, rounds interleaved.")
+    table.write(Path(args.out_prefix), header)
+    print(f"written {args.out_prefix}.csv and .md")
     return 0
-
-
-def _copy(t):
-    from simlab.policies import Task
-
-    c = Task(t.id, t.kind, t.arrival_ms, t.service_ms)
-    c.source = t.source
-    return c
 
 
 if __name__ == "__main__":

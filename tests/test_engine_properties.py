@@ -180,6 +180,7 @@ class Monitor:
         self.batch_in_flight = 0
         self.waiting_interactive: set[int] = set()  # submitted, not dispatched
         self.submitted: set[int] = set()
+        self.alive: list = []
         self.dispatched: set[int] = set()
         self.dispatch_order: list = []
         self.start_order: list = []
@@ -197,6 +198,7 @@ class Monitor:
             assert len(self.submitted) < self.MAX_TASKS, "runaway: far more tasks than this world can make"
             assert task.arrival_ms == engine.env.now
             self.submitted.add(id(task))
+            self.alive.append(task)  # the engine drops a task when it ends: keep it, so id() stays unique
             if task.interactive:
                 self.waiting_interactive.add(id(task))
             return submit(task)

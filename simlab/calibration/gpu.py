@@ -321,5 +321,6 @@ def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> st
         f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
     ]
     if profile_path and fit.profile:
-        lines.append(f'profile = "{profile_path}"  # measured decode step by sequences in flight (replaces base/per_seq)')
+        lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
+                     "interpolated, instead of base + per_seq (noisier on a busy machine)")
     return "\n".join(lines) + "\n"

@@ -194,8 +194,12 @@ def find_knee(points: list[Point], slo: float, curve: str) -> Knee:
                 float(hi) if hi is not None else math.nan, "found", (xs[i - 1], xs[i]))
 
 
-def _run_round(tasks: list[tuple], workers: int) -> list[dict]:
-    """tasks: (scenario, job, out); metrics in order."""
+def _run_round(tasks: list[tuple], workers: int, scheduler=None) -> list[dict]:
+    """tasks: (scenario, job, out); metrics in order. `scheduler`: a Dask scheduler address (runner.run_jobs)."""
+    if scheduler is not None:
+        from simlab.experiments.runner import _on_dask
+
+        return [m for _, m in sorted(_on_dask(scheduler, tasks), key=lambda pair: pair[0])]
     if workers <= 1 or len(tasks) <= 1:
         return [execute(*t) for t in tasks]
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
@@ -216,8 +220,9 @@ def _nice_floor(x: float) -> float:
 
 class Ramp:
     def __init__(self, scenario: Scenario, base_options, seeds: list[int], out: Path | None, workers: int,
-                 slo_ms: float, progress=None):
+                 slo_ms: float, progress=None, scheduler=None):
         self.scenario = scenario
+        self.scheduler = scheduler
         self.base = base_options
         self.seeds = seeds
         self.out = out
@@ -251,7 +256,7 @@ class Ramp:
                 owners.append((curve, factor))
         self.progress(f"{len(wanted)} rate(s) x {len(self.seeds)} seeds: "
                       + ", ".join(f"{c} {self.rps(f):.3g}/s" for c, f in wanted))
-        metrics = _run_round(tasks, self.workers)
+        metrics = _run_round(tasks, self.workers, self.scheduler)
         for curve, factor in wanted:
             ms = [m for m, o in zip(metrics, owners) if o == (curve, factor)]
             p95 = [m["interactive_p95_ms"] for m in ms]
@@ -300,10 +305,10 @@ class Ramp:
 
 def calibrate(scenario: Scenario, base_options, seeds: list[int], out: Path | None, workers: int = 1,
               slo_ms: float | None = None, factors: list[float] | None = None, refine: int = 2,
-              verify: bool = True, progress=None) -> Calibration:
+              verify: bool = True, progress=None, scheduler=None) -> Calibration:
     interactive_workloads(scenario)  # ramps need open-loop interactive arrivals
     slo = slo_ms if slo_ms is not None else scenario.slo_p95_ms
-    ramp = Ramp(scenario, base_options, seeds, out, workers, slo, progress)
+    ramp = Ramp(scenario, base_options, seeds, out, workers, slo, progress, scheduler)
     cal = Calibration(scenario, slo, seeds, ramp.rps(1.0))
     curves = ["alone"] + (["batch"] if ramp.has_batch else [])
     if not ramp.has_batch:

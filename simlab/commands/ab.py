@@ -41,7 +41,8 @@ def main(args) -> int:
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet, write=False)
+                    progress=not args.quiet, write=False, scheduler=args.scheduler_address,
+                    tasks_format=args.tasks)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
 

@@ -109,7 +109,7 @@ def main(args) -> int:
             print(f"  {msg}", file=sys.stderr)
 
     cal = calibrate(scenario, options, run_seeds, out, workers, args.slo_ms, factors, args.refine,
-                    verify=not args.no_verify, progress=progress)
+                    verify=not args.no_verify, progress=progress, scheduler=args.scheduler_address)
     import json
 
     # One recommendation per scenario: calibrate does not export competing options; its knee sets tune's ranges

@@ -70,6 +70,12 @@ def add_experiment_args(p) -> None:
     p.add_argument("--out", help="output folder (default results/SCENARIO/...)")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (results do not depend on it)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--tasks", choices=["auto", "parquet", "csv", "none"], default="auto",
+                   help="per-task file: Parquet from 100,000 tasks and CSV below (auto), either one, or none "
+                        "(summaries and time series only)")
+    p.add_argument("--scheduler-address", metavar="ADDR",
+                   help="run the simulations on a Dask cluster (tcp://host:8786; needs simlab[dask] and an --out "
+                        "folder every worker can write); results are identical to a local run")
 
 
 def seeds(args, scenario, default_replications=None) -> list[int]:

@@ -25,11 +25,14 @@ def main(args) -> int:
 
     options = scenario_options(scenario, args.options, args.policy)
     out = out_dir(args, scenario, f"run-{options.policy}")
-    jobs = [Job(options.policy, options, s, keep_tasks=True) for s in seeds(args, scenario, default_replications=1)]
-    rows = run_jobs(scenario, jobs, out, positive(args.workers, "--workers"), progress=not args.quiet)
+    jobs = [Job(options.policy, options, s, keep_tasks=True, tasks_format=args.tasks)
+            for s in seeds(args, scenario, default_replications=1)]
+    rows = run_jobs(scenario, jobs, out, positive(args.workers, "--workers"), progress=not args.quiet,
+                    scheduler=args.scheduler_address)
     atomic_write_text(out / "summary.csv", csv_text(rows, SUMMARY_COLUMNS))
     cols = ["seed", "interactive_p50_ms", "interactive_p95_ms", "interactive_p99_ms", "batch_completed",
             "batch_throughput_per_min", "max_in_flight", "stranded"]
     print(text_table(cols, [[str(r[c]) if c == "seed" else fmt_num(r[c]) for c in cols] for r in rows]))
-    print(f"\nper-task times: {out}/runs/{options.policy}/seed-N/tasks.csv; summary: {out}/summary.csv")
+    where = "" if args.tasks == "none" else f"per-task times: {out}/runs/{options.policy}/seed-N/tasks.parquet or .csv; "
+    print(f"\n{where}time series: series.csv beside them; summary: {out}/summary.csv")
     return 0

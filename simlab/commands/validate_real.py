@@ -59,8 +59,8 @@ def main(args) -> int:
     from simlab.experiments.tables import csv_text
     from simlab.policies import POLICY_NAMES, load_options
     from simlab.runtime import compare as cmp
-    from simlab.runtime.client import loopback_url
-    from simlab.runtime.validate import RECORD_COLUMNS, drive, metrics, scenario_tasks, simulate
+    from simlab.runtime.client import ServerError, loopback_url
+    from simlab.runtime.validate import RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks, simulate
     from simlab.scenario import load_scenario
 
     loopback_url(args.url, "--url")
@@ -106,10 +106,12 @@ def main(args) -> int:
 
     labels = {p: p for p in policies} | {f"{p} (article JS)": p for p in node_policies}
     predicted, measured = {}, {label: [] for label in labels}
+    decode_sim, decode_real = {}, {label: [] for label in labels}
     for p in policies:
         sim = simulate(scenario, options[p], tasks, seed)
         atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sim, RECORD_COLUMNS))
         predicted[p] = metrics(sim)
+        decode_sim[p] = {k: decode_ms_per_token(sim, k) for k in ("interactive", "batch")}
         atomic_write_text(out / "options" / f"{p}.json", json.dumps(options[p].to_json_dict(), indent=1) + "\n")
     if node_policies:
         atomic_write_text(out / "tasks.csv", csv_text(
@@ -129,12 +131,16 @@ def main(args) -> int:
                 if node:
                     recs = _run_node(args.url, out / "options" / f"{p}.json", out / "tasks.csv", path, args.max_seconds)
                 else:
-                    recs = asyncio.run(drive(args.url, options[p], tasks, args.max_seconds,
-                                             progress=lambda s: print(s, flush=True)))
+                    try:
+                        recs = asyncio.run(drive(args.url, options[p], tasks, args.max_seconds,
+                                                 progress=lambda s: print(s, flush=True)))
+                    except (OSError, ServerError) as exc:
+                        raise InputError(None, args.url, f"the server failed: {exc}") from None
                     atomic_write_text(path, csv_text(recs, RECORD_COLUMNS))
                 atomic_write_text(meta, json.dumps({"identity": identity}, indent=1))
             m = metrics(recs)
             measured[label].append(m)
+            decode_real[label].append({k: decode_ms_per_token(recs, k) for k in ("interactive", "batch")})
             print(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated {predicted[p]['interactive']['p95_ms']:.0f}), "
                   f"batch {m['batch']['throughput_tok_s']:.0f} tok/s (simulated {predicted[p]['batch']['throughput_tok_s']:.0f}); "
                   f"{m['interactive']['completed'] + m['batch']['completed']}/{len(recs)} completed", flush=True)
@@ -143,6 +149,16 @@ def main(args) -> int:
     atomic_write_text(out / "summary.csv", csv_text(rows, cmp.ROW_COLUMNS))
     atomic_write_text(out / "verdict.json", json.dumps({"header": header, **v}, indent=1) + "\n")
     report = cmp.markdown(rows, v, header)
+    report += ("\n## Where the difference comes from: the decode step each request saw\n\n"
+               "Median over requests of (end - first token) / (output tokens - 1), in ms: the engine's step time "
+               "as the step model predicts it, without queueing or prefill.\n\n"
+               "| policy | class | simulated | measured (per run) | error |\n|---|---|---:|---:|---:|\n")
+    for label, p in labels.items():
+        for k in ("interactive", "batch"):
+            runs = [d[k] for d in decode_real[label]]
+            mean = sum(runs) / len(runs)
+            report += (f"| {label} | {k} | {decode_sim[p][k]:.1f} | {', '.join(f'{x:.1f}' for x in runs)} | "
+                       f"{(decode_sim[p][k] - mean) / mean:+.1%} |\n")
     if not args.no_figures:
         cmp.figure(rows, out / "figures")
         report += "\n![predicted vs measured](figures/validate-real.png)\n"

@@ -39,9 +39,10 @@ def seeds_for(seed: int, replications: int) -> list[int]:
     return list(range(seed, seed + replications))
 
 
-def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds: bool = True) -> list[Job]:
+def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds: bool = True,
+         tasks_format: str = "auto") -> list[Job]:
     jobs = [
-        Job(p, options.with_changes(policy=p), s, keep_tasks=(s == seeds[0]))
+        Job(p, options.with_changes(policy=p), s, keep_tasks=(s == seeds[0]), tasks_format=tasks_format)
         for p in policies
         for s in seeds
     ]
@@ -55,11 +56,12 @@ def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds:
 
 
 def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: Path | None, workers=1,
-           baseline="unscheduled", progress=True, bounds=True, figures=False, write=True) -> AbRecord:
+           baseline="unscheduled", progress=True, bounds=True, figures=False, write=True, scheduler=None,
+           tasks_format="auto") -> AbRecord:
     """Run and build the record; with `out` (runs are saved there) and `write`, also write it (see `finish`).
     write=False: the caller adds to the record (e.g. the frontier's verdict), then calls `finish` once."""
-    jobs = plan(scenario, options, policies, seeds, bounds)
-    metrics = run_jobs(scenario, jobs, out, workers, progress)
+    jobs = plan(scenario, options, policies, seeds, bounds, tasks_format)
+    metrics = run_jobs(scenario, jobs, out, workers, progress, scheduler=scheduler)
     rows = [m for j, m in zip(jobs, metrics) if not j.variant]
     bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
     record = build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)

@@ -7,6 +7,9 @@ import math
 import numpy as np
 
 from simlab.world.engine import SimResult
+from simlab.world.tasktable import OUTCOMES
+
+OUTCOME_OK, OUTCOME_FAILED = OUTCOMES.index("ok"), OUTCOMES.index("failed")
 
 SUMMARY_COLUMNS = (
     "policy",
@@ -34,22 +37,19 @@ SUMMARY_COLUMNS = (
 
 
 def task_arrays(result: SimResult) -> dict[str, np.ndarray]:
-    tasks = result.tasks
-    nan = math.nan
-
-    def col(getter):
-        return np.fromiter((nan if (v := getter(t)) is None else v for t in tasks), dtype=float, count=len(tasks))
-
+    """The one bridge from a SimResult to per-task arrays (views of its columns, no copies)."""
+    c = result.table.columns
+    outcome = c["outcome"]
     return {
-        "interactive": np.fromiter((t.interactive for t in tasks), dtype=bool, count=len(tasks)),
-        "arrival_ms": col(lambda t: t.arrival_ms),
-        "dispatch_ms": col(lambda t: t.dispatch_ms),
-        "start_ms": col(lambda t: t.start_ms),
-        "end_ms": col(lambda t: t.end_ms),
-        "ttft_ms": col(lambda t: t.ttft_ms),
-        "ok": np.fromiter((t.outcome == "ok" for t in tasks), dtype=bool, count=len(tasks)),
-        "failed": np.fromiter((t.outcome == "failed" for t in tasks), dtype=bool, count=len(tasks)),
-        "retries": np.fromiter((t.retries for t in tasks), dtype=float, count=len(tasks)),
+        "interactive": c["interactive"],
+        "arrival_ms": c["arrival_ms"],
+        "dispatch_ms": c["dispatch_ms"],
+        "start_ms": c["start_ms"],
+        "end_ms": c["end_ms"],
+        "ttft_ms": c["ttft_ms"],
+        "ok": outcome == OUTCOME_OK,
+        "failed": outcome == OUTCOME_FAILED,
+        "retries": c["retries"].astype(float),
     }
 
 

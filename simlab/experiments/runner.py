@@ -8,7 +8,6 @@ output does not depend on the number of workers or on which job finished first.
 
 from __future__ import annotations
 
-import csv
 import json
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -24,8 +23,6 @@ from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.engine import SERIES_COLUMNS, Engine, SimResult
 
-TASK_COLUMNS = ("id", "kind", "source", "arrival_ms", "dispatch_ms", "start_ms", "end_ms", "ttft_ms", "outcome",
-                "retries", "service_ms", "prompt_tokens", "output_tokens")
 
 # Bound runs: the same scenario with one class removed, every task let through at once.
 VARIANTS = {
@@ -42,6 +39,7 @@ class Job:
     seed: int
     variant: str = ""
     keep_tasks: bool = False
+    tasks_format: str = "auto"  # runfiles.TASK_FORMATS; "none" keeps only the summary and the time series
 
     def dirname(self) -> str:
         return f"{self.label}/seed-{self.seed}"
@@ -67,17 +65,11 @@ def job_key(scenario: Scenario, job: Job) -> str:
     )
 
 
-def write_tasks(result: SimResult, path: Path) -> None:
-    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")  # quotes ids with commas, quotes or newlines
-        writer.writerow(TASK_COLUMNS)
-        for t in result.tasks:
-            writer.writerow(
-                csv_cell(v)
-                for v in (t.id, t.kind, t.source, t.arrival_ms, t.dispatch_ms, t.start_ms, t.end_ms, t.ttft_ms,
-                          t.outcome or ("stranded" if t.dispatch_ms is None else "unfinished"), t.retries,
-                          t.service_ms, t.prompt_tokens, t.output_tokens)
-            )
+def write_tasks(result: SimResult, run_dir: Path, fmt: str = "auto") -> Path | None:
+    """The per-task file, once, from the run's columns (see simlab.experiments.runfiles)."""
+    from simlab.experiments.runfiles import write_tasks as write
+
+    return write(result, run_dir, fmt)
 
 
 def write_series(result: SimResult, path: Path) -> None:
@@ -109,7 +101,7 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         if job.keep_tasks:
-            write_tasks(result, run_dir / "tasks.csv")
+            write_tasks(result, run_dir, job.tasks_format)
             write_series(result, run_dir / "series.csv")
         record = {"key": key, "label": job.label, "seed": job.seed, "variant": job.variant,
                   "options": job.options.to_json_dict(), "backend": result.backend_stats, "metrics": metrics}
@@ -129,14 +121,24 @@ def _execute_args(args):
     return execute(*args)
 
 
-def run_jobs(scenario: Scenario, jobs: list[Job], out: Path | None, workers: int = 1, progress: bool = True) -> list[dict]:
-    """Metrics for every job, in the order of `jobs`."""
+def run_jobs(scenario: Scenario, jobs: list[Job], out: Path | None, workers: int = 1, progress: bool = True,
+             scheduler: str | None = None) -> list[dict]:
+    """Metrics for every job, in the order of `jobs`.
+
+    `scheduler`: a Dask scheduler address (tcp://host:8786), or a `distributed.Client`, to run the jobs on a
+    cluster instead of local processes. Each job is the same pure function of (scenario, job), so results are
+    identical wherever they run; `out` must then be a folder every worker can write (a shared filesystem).
+    """
     from tqdm import tqdm
 
     results: dict[int, dict] = {}
     bar = tqdm(total=len(jobs), desc="runs", unit="run", disable=not progress, file=None, leave=False)
     try:
-        if workers <= 1 or len(jobs) <= 1:
+        if scheduler is not None:
+            for i, metrics in _on_dask(scheduler, [(scenario, job, out) for job in jobs]):
+                results[i] = metrics
+                bar.update()
+        elif workers <= 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):
                 results[i] = execute(scenario, job, out)
                 bar.update()
@@ -149,3 +151,22 @@ def run_jobs(scenario: Scenario, jobs: list[Job], out: Path | None, workers: int
     finally:
         bar.close()
     return [results[i] for i in range(len(jobs))]
+
+
+def _on_dask(scheduler, args: list[tuple]):
+    """(index, metrics) as jobs finish on a Dask cluster; `scheduler` is an address or a Client."""
+    try:
+        from distributed import Client, as_completed as dask_completed
+    except ImportError:
+        from simlab.errors import InputError
+
+        raise InputError(None, "--scheduler-address", "needs the dask extra: pip install 'simlab[dask]'") from None
+    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        futures = client.map(_execute_args, args, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        for future in dask_completed(futures):
+            yield index[future.key], future.result()
+    finally:
+        if client is not scheduler:
+            client.close()

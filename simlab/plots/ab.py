@@ -88,11 +88,21 @@ class AbDir:
             return None
         return df
 
+    def _read_tasks(self, path: Path | None, columns: list[str]) -> pd.DataFrame | None:
+        if path is None:
+            return None
+        from simlab.experiments.runfiles import load_tasks
+
+        try:
+            return load_tasks(path, columns)
+        except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            log.warning("cannot read %s: %s", path, exc)
+            return None
+
     def tasks(self, policy: str) -> pd.DataFrame | None:
         if policy not in self._tasks:
-            path = self._run_file(policy, "tasks.csv")
-            cols = {"kind": "string", "arrival_ms": "float64", "end_ms": "float64", "outcome": "string"}
-            df = self._read(path, cols)
+            path = self._run_file(policy, "tasks.parquet") or self._run_file(policy, "tasks.csv")
+            df = self._read_tasks(path, ["kind", "arrival_ms", "end_ms", "outcome"])
             if df is not None:
                 df.attrs["seed"] = self.seed_of(path)
             self._tasks[policy] = df

@@ -43,10 +43,16 @@ class Adaptive(Priority):
         self._pressure = 0.0
         self._rps = 0.0
         self._p95 = 0.0
+        # Without smoothing the cap is a function of the window's samples alone: until a sample is added
+        # or the oldest one expires, evaluating it again gives the same value, so the last one is reused.
+        # (Per-evaluation smoothing steps on every evaluation, and tau smoothing moves with time: never.)
+        self._memo = self._alpha is None and self._tau is None
+        self._valid_until = -math.inf
 
     def submit(self, task: Task) -> list[Task]:
         if self._arrivals is not None and task.interactive:
             self._arrivals.add(self.clock())
+            self._valid_until = -math.inf
         return super().submit(task)
 
     def finish(self, task: Task) -> list[Task]:
@@ -54,14 +60,20 @@ class Adaptive(Priority):
         if task.interactive:
             now = self.clock()
             self._window.add(now, now - task.submitted_ms)  # end-to-end, queueing included
+            self._valid_until = -math.inf
         return self._drain()
 
     def _batch_limit(self) -> int:
         now = self.clock()
-        rps, p95 = self._window.snapshot(now)
+        if now < self._valid_until:
+            return self._cap
+        rps, p95, until = self._window.snapshot_until(now)
         if self._arrivals is not None:
             rps = self._arrivals.rps(now)
-        pressure = max(min(1, rps / self._rps_threshold), min(1, p95 / self._p95_threshold))
+        a, b = rps / self._rps_threshold, p95 / self._p95_threshold
+        pressure = a if a > b else b  # = max(min(1, a), min(1, b)), without four calls
+        if pressure > 1:
+            pressure = 1.0
         if self._alpha is not None:
             self._smoothed = self._alpha * pressure + (1 - self._alpha) * self._smoothed
             pressure = self._smoothed
@@ -72,8 +84,18 @@ class Adaptive(Priority):
             self._smoothed_at = now
             pressure = self._smoothed
         self._rps, self._p95, self._pressure = rps, p95, pressure
-        self._cap = max(self._bmin, js_round(self._bmax - self._range * pressure))
-        return self._cap
+        x = self._bmax - self._range * pressure
+        cap = math.floor(x)
+        if x - cap >= 0.5:  # js_round, inlined
+            cap += 1
+        self._cap = cap = cap if cap > self._bmin else self._bmin
+        if self._memo:
+            if self._arrivals is not None:
+                other = self._arrivals.next_expiry_ms()
+                if other is not None and other < until:
+                    until = other
+            self._valid_until = until
+        return cap
 
     # --- the stranded-work fix ------------------------------------------------------------------
     def next_check_ms(self) -> float | None:
@@ -105,6 +127,9 @@ class Adaptive(Priority):
 
     def wake(self) -> list[Task]:
         return self._drain()
+
+    def may_wake(self) -> bool:
+        return self._recheck  # next_check_ms() is None whenever recheckOnExpiry is off
 
     def batch_cap(self) -> float:
         return self._cap

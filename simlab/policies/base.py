@@ -37,9 +37,10 @@ class Task:
         "ttft_ms",
         "retries",
         "source",
+        "index",
     )
 
-    def __init__(self, id, kind: str, arrival_ms: float, service_ms: float | None = 0.0, payload=None):
+    def __init__(self, id, kind: str, arrival_ms: float, service_ms: float | None = 0.0, payload=None, index=None):
         self.id = id
         self.kind = kind
         self.interactive = kind == INTERACTIVE
@@ -57,6 +58,7 @@ class Task:
         self.ttft_ms = None
         self.retries = 0
         self.source = None  # the workload that made it
+        self.index = index  # the task's row in a run's records (the engine's; None elsewhere)
 
     def __repr__(self) -> str:
         return f"Task({self.id!r}, {self.kind}, arrival={self.arrival_ms})"
@@ -94,6 +96,10 @@ class Policy:
 
     def wake(self) -> list[Task]:
         return []
+
+    def may_wake(self) -> bool:
+        """False when `next_check_ms()` is always None, so a driver may skip asking after every event."""
+        return type(self).next_check_ms is not Policy.next_check_ms
 
     # --- observation, for time series and tests ---------------------------------------------
     def queued(self) -> tuple[int, int]:

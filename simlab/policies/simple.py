@@ -106,22 +106,22 @@ class Priority(Policy):
         # that reaches it (this matters for per-evaluation smoothing).
         started = []
         interactive, batch = self._interactive, self._batch
-        while self.running < self.max_concurrency:
-            task = interactive.pop()
-            if task is not None:
-                self.running += 1
-                started.append(task)
+        running, most = self.running, self.max_concurrency
+        while running < most:
+            if interactive:
+                started.append(interactive.take())
+                running += 1
                 continue
+            self.running = running
             limit = self._batch_limit()
-            if self.batch_running >= limit:
+            if self.batch_running >= limit or not batch:
                 break
-            task = batch.pop()
-            if task is None:
-                break
-            self.running += 1
+            task = batch.take()
+            running += 1
             self.batch_running += 1
             task.cap_at_dispatch = limit
             started.append(task)
+        self.running = running
         return started
 
     def queued(self) -> tuple[int, int]:

@@ -136,3 +136,11 @@ def metrics(records: list[dict]) -> dict:
             m["throughput_tok_s"] = math.nan
         out[kind] = m
     return out
+
+
+def decode_ms_per_token(records: list[dict], kind: str) -> float:
+    """Median over completed requests of (end - first token) / (output tokens - 1): the decode step each one saw.
+    Separates the engine's step time (the step model) from queueing and prefill (the scheduler, the TTFT model)."""
+    v = [(r["end_ms"] - r["arrival_ms"] - r["ttft_ms"]) / (r["output_tokens"] - 1) for r in records
+         if r["kind"] == kind and r["outcome"] == "ok" and r["ttft_ms"] is not None and r["output_tokens"] > 4]
+    return float(np.median(v)) if v else math.nan

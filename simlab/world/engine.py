@@ -2,12 +2,14 @@
 
 The policy decides (it knows nothing of SimPy); the engine only turns its answers into backend work and
 feeds task events back. No SimPy processes on the hot path: arrivals are pre-scheduled events and service
-completions are timeouts with a callback.
+completions are timeouts with a callback. Open-loop tasks come in as columns; a Task object exists only
+from a task's arrival to its end, when its times go into the run's column arrays (`tasktable`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from heapq import heappush
 
 import numpy as np
 import simpy
@@ -15,10 +17,12 @@ from simpy.events import Event
 
 from simlab.errors import InputError
 from simlab.policies import SchedulerOptions, Task, make_policy
+from simlab.policies.base import BATCH, INTERACTIVE
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
-from simlab.world.events import NORMAL, URGENT, fire_at
-from simlab.world.workloads import ClosedLoopUser, open_loop_tasks, stream, workload_keys
+from simlab.world.events import NORMAL, URGENT, Fire
+from simlab.world.tasktable import Arrivals, Recorder, TaskTable
+from simlab.world.workloads import ClosedLoopUser, open_loop_columns, stream, workload_keys
 
 BACKEND_STREAM = 1_000_000
 SERIES_COLUMNS = (
@@ -45,22 +49,32 @@ class SimResult:
     scenario: str
     policy: str
     seed: int
-    tasks: list[Task]
+    table: TaskTable  # one row per task, numpy columns
     series: dict[str, np.ndarray]
     end_ms: float
     options: dict = field(default_factory=dict)
     backend_stats: dict = field(default_factory=dict)
 
+    @property
+    def tasks(self) -> list[Task]:
+        """Task objects rebuilt from the table (for tests and small runs; big ones should read `table`)."""
+        return self.table.to_tasks()
+
 
 class Engine:
-    def __init__(self, scenario: Scenario, options: SchedulerOptions, seed: int, tasks: list[Task] | None = None):
+    def __init__(self, scenario: Scenario, options: SchedulerOptions, seed: int, tasks: list[Task] | None = None,
+                 workload: Arrivals | None = None):
         self.scenario = scenario
         self.options = options
         self.seed = seed
         self.env = env = simpy.Environment()
         self.policy = make_policy(options, lambda: env._now)
         self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
-        self.tasks = open_loop_tasks(scenario, seed) if tasks is None else tasks
+        if workload is None:
+            workload = Arrivals.from_tasks(tasks) if tasks is not None else open_loop_columns(scenario, seed)
+        self.workload = workload
+        self.recorder = Recorder(workload)
+        self._in_flight: dict[int, Task] = {}  # dispatched, not ended: recorded as unfinished if the run stops
         self._wake_at = None
         self._created = 0  # closed-loop tasks: the event budget
         self._rows: list[tuple] = []
@@ -70,14 +84,22 @@ class Engine:
     def _arrive(self, event) -> None:
         # One pending arrival at a time keeps SimPy's heap small; URGENT puts arrivals ahead of
         # completions at the same instant, as all-arrivals-scheduled-first does in the reference replay.
-        i, arrivals = self._next_arrival, self._arrivals
-        if i < len(arrivals):
-            self._next_arrival = i + 1
-            fire_at(self.env, arrivals[i].arrival_ms, self._arrive, arrivals[i], URGENT)
-        self._start(self.policy.submit(event._value))
+        i = event._value
+        env = self.env
+        if i + 1 < self._n_arrivals:
+            heappush(env._queue, (self._arrival_ms[i + 1], URGENT, next(env._eid), Fire(self._arrive, i + 1)))
+        task = Task(None, INTERACTIVE if self._interactive[i] else BATCH, self._arrival_ms[i],
+                    self._service_ms[i] if self._service_ms is not None else None, None, i)
+        if self._tokens is not None:
+            prompt = self._tokens[0][i]
+            if prompt == prompt:  # not NaN
+                task.prompt_tokens, task.output_tokens = int(prompt), int(self._tokens[1][i])
+        self._start(self.policy.submit(task))
 
     def _done(self, task: Task) -> None:
         task.end_ms = self.env._now
+        del self._in_flight[task.index]
+        self.recorder.record(task)
         waiter = task.payload
         self._start(self.policy.finish(task))
         if waiter is not None and isinstance(waiter, Event):
@@ -90,16 +112,21 @@ class Engine:
         self._start(self.policy.wake())
 
     def _start(self, started: list[Task]) -> None:
-        now = self.env._now
-        dispatch = self.backend.dispatch
-        for task in started:
-            task.dispatch_ms = now
-            dispatch(task)
-        check = self.policy.next_check_ms()
-        if check != self._wake_at:
-            self._wake_at = check
-            if check is not None:
-                fire_at(self.env, check, self._wake, check, NORMAL)
+        if started:
+            now = self.env._now
+            dispatch = self.backend.dispatch
+            in_flight = self._in_flight
+            for task in started:
+                task.dispatch_ms = now
+                in_flight[task.index] = task
+                dispatch(task)
+        if self._may_wake:
+            check = self.policy.next_check_ms()
+            if check != self._wake_at:
+                self._wake_at = check
+                if check is not None:
+                    env = self.env
+                    heappush(env._queue, (check, NORMAL, next(env._eid), Fire(self._wake, check)))
 
     # --- closed-loop users ---------------------------------------------------------------------------
     def _user(self, user: ClosedLoopUser):
@@ -115,7 +142,7 @@ class Engine:
                 self._check_budget(user.workload)
             task = user.make_task(env.now)
             task.payload = done = env.event()
-            self.tasks.append(task)
+            task.index = self.recorder.add(task)
             self._start(self.policy.submit(task))
             yield done
 
@@ -164,12 +191,18 @@ class Engine:
             yield env.timeout(self.sample_ms)
 
     def run(self) -> SimResult:
-        env = self.env
-        self._arrivals = self.tasks  # open-loop, sorted by arrival
-        self.tasks = list(self._arrivals)  # closed-loop users append theirs
-        self._next_arrival = 1
-        if self._arrivals:
-            fire_at(env, self._arrivals[0].arrival_ms, self._arrive, self._arrivals[0], URGENT)
+        env, w = self.env, self.workload
+        # Python lists: indexing them is several times cheaper than numpy scalars on the hot path.
+        self._arrival_ms = w.arrival_ms.tolist()
+        self._service_ms = w.service_ms.tolist() if w.service_ms is not None else None
+        if self._service_ms is not None and np.isnan(w.service_ms).any():  # token-model tasks beside timed ones
+            self._service_ms = [None if v != v else v for v in self._service_ms]
+        self._interactive = w.interactive.tolist()
+        self._tokens = (w.prompt_tokens.tolist(), w.output_tokens.tolist()) if w.prompt_tokens is not None else None
+        self._n_arrivals = len(w)
+        self._may_wake = self.policy.may_wake()
+        if self._n_arrivals:
+            heappush(env._queue, (self._arrival_ms[0], URGENT, next(env._eid), Fire(self._arrive, 0)))
         keys = workload_keys(self.scenario)
         for wi in sorted(range(len(keys)), key=keys.__getitem__):  # key order: file order changes nothing
             w = self.scenario.workload[wi]
@@ -181,13 +214,16 @@ class Engine:
             env.run(until=sampler)
         except _Endless as exc:
             raise self._endless(exc.args[0]) from None
+        for task in self._in_flight.values():
+            self.recorder.record(task)  # cut off by the end of the run: unfinished
+        self._arrival_ms = self._service_ms = self._interactive = self._tokens = None
         series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
         stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
         return SimResult(
             scenario=self.scenario.name,
             policy=self.options.policy,
             seed=self.seed,
-            tasks=self.tasks,
+            table=self.recorder.table(),
             series={name: series[:, i] for i, name in enumerate(SERIES_COLUMNS)},
             end_ms=env.now,
             options=self.options.to_json_dict(),

@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from simlab.errors import InputError
-from simlab.policies.base import Task
+from simlab.policies.base import BATCH, INTERACTIVE, Task
 from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Resampled, Scenario, Trace, Workload
 from simlab.traces import read_trace
 from simlab.world.distributions import make_sampler
+from simlab.world.tasktable import Arrivals
 
 ARRIVALS, SERVICE, PROMPT, OUTPUT, LOAD, RESAMPLE = 0, 1, 2, 3, 4, 5
 
@@ -231,14 +232,30 @@ def _label(workload: Workload, key: str) -> str:
 
 
 def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
-    """All open-loop tasks of all workloads, sorted by arrival.
+    """All open-loop tasks of all workloads as Task objects, sorted by arrival (see `open_loop_columns`)."""
+    a = open_loop_columns(scenario, seed)
+    tasks = []
+    for i in range(len(a)):
+        service = None if a.service_ms is None or math.isnan(a.service_ms[i]) else float(a.service_ms[i])
+        task = Task(a.task_id(i), INTERACTIVE if a.interactive[i] else BATCH, float(a.arrival_ms[i]), service)
+        if a.prompt_tokens is not None and not math.isnan(a.prompt_tokens[i]):
+            task.prompt_tokens = int(a.prompt_tokens[i])
+            task.output_tokens = int(a.output_tokens[i])
+        task.source = a.labels[a.source[i]]
+        tasks.append(task)
+    return tasks
+
+
+def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
+    """All open-loop tasks of all workloads as columns, sorted by arrival.
 
     Ties keep a trace file's row order (so a trace split into classes replays exactly as `simlab replay`),
     then workload key (not file order: reordering blocks changes nothing), then draw order.
     """
-    tasks: list[Task] = []
-    order: list[tuple] = []
-    for wkey, w in zip(workload_keys(scenario), scenario.workload):
+    parts: list[dict] = []
+    keys = workload_keys(scenario)
+    rank = {k: r for r, k in enumerate(sorted(keys))}
+    for wkey, w in zip(keys, scenario.workload):
         if isinstance(w.arrivals, ClosedLoop):
             continue
         label = _label(w, wkey)
@@ -267,20 +284,55 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
             output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wkey, OUTPUT), n)))
         # the k-th task keeps its own draws whatever the load: thinning and copies act on whole tasks
         times, src, copy = load_and_shift(times, w.load, w.shift_ms, scenario.duration_ms, stream(seed, wkey, LOAD))
-        for j in range(len(times)):
-            k, c = int(src[j]), int(copy[j])
-            task_id = ids[k] if ids is not None else f"{label}-{k}"
-            if c:
-                task_id = f"{task_id}*{c}"
-            task = Task(task_id, w.kind, float(times[j]), None if service is None else float(service[k]))
-            if prompt is not None:
-                task.prompt_tokens = int(prompt[k])
-                task.output_tokens = int(output[k])
-            task.source = label
-            tasks.append(task)
-            order.append((task.arrival_ms, rows[k] if rows is not None else math.inf, wkey, c, k))
-    ranked = sorted(range(len(tasks)), key=order.__getitem__)
-    return [tasks[i] for i in ranked]
+        src = np.asarray(src, dtype=np.int64)
+        if ids is not None or copy.any():  # explicit ids: a trace's, or LABEL-N*C for load copies
+            base = [ids[k] if ids is not None else f"{label}-{k}" for k in src.tolist()]
+            ids = [f"{x}*{c}" if c else x for x, c in zip(base, copy.tolist())]
+        parts.append({"times": np.asarray(times, dtype=float), "service": None if service is None else service[src],
+                      "prompt": None if prompt is None else prompt[src], "output": None if output is None else output[src],
+                      "ids": ids, "rows": None if rows is None else np.asarray(rows, dtype=float)[src], "number": src,
+                      "copy": copy, "wi": rank[wkey], "label": label, "interactive": w.kind == INTERACTIVE})
+    return _merge(parts)
+
+
+def _merge(parts: list[dict]) -> Arrivals:
+    """One sorted set of columns: by arrival, then trace row, then workload key, then copy, then draw order."""
+    def cat(key, fill=math.nan, dtype=float):
+        if all(p[key] is None for p in parts):
+            return None
+        return np.concatenate([np.full(len(p["times"]), fill, dtype=dtype) if p[key] is None
+                               else np.asarray(p[key], dtype=dtype) for p in parts] or [np.empty(0, dtype=dtype)])
+
+    arrival = cat("times")
+    if arrival is None:
+        arrival = np.empty(0)
+    number = cat("number", dtype=np.int64)
+    number = np.empty(0, np.int64) if number is None else number
+    copy = cat("copy", dtype=np.int64)
+    copy = np.empty(0, np.int64) if copy is None else copy
+    wi = np.concatenate([np.full(len(p["times"]), p["wi"], dtype=np.int32) for p in parts] or [np.empty(0, np.int32)])
+    rows = cat("rows", math.inf)
+    order = np.lexsort((number, copy, wi, np.full(len(arrival), math.inf) if rows is None else rows, arrival))
+    ids = None
+    if any(p["ids"] is not None for p in parts):
+        ids = np.empty(len(arrival), dtype=object)
+        start = 0
+        for p in parts:
+            if p["ids"] is not None:
+                ids[start:start + len(p["times"])] = p["ids"]
+            start += len(p["times"])
+        ids = ids[order]
+    labels = [p["label"] for p in parts]
+    source = np.concatenate([np.full(len(p["times"]), k, dtype=np.int32) for k, p in enumerate(parts)]
+                            or [np.empty(0, np.int32)])
+    interactive = np.concatenate([np.full(len(p["times"]), p["interactive"]) for p in parts] or [np.empty(0, bool)])
+
+    def take(x):
+        return None if x is None else x[order]
+
+    prompt, output = cat("prompt"), cat("output")
+    return Arrivals(arrival[order], take(cat("service")), take(prompt), take(output), interactive[order], source[order],
+                    number[order], labels, ids)
 
 
 class ClosedLoopUser:

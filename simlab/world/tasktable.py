@@ -1,0 +1,223 @@
+"""Per-task data as columns: the open-loop arrivals drawn before a run, and everything recorded by it.
+
+A run holds a Task object only while the task is alive (queued, in service); its times go into typed
+arrays (`array.array`, 8 bytes a float, ~30 ns a store) the moment it ends, and the object is dropped.
+After the run a `TaskTable` holds numpy columns, one row per task in run order (open-loop tasks by
+arrival, then closed-loop tasks as they were made). Ids are made on demand: most are `LABEL-N`.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simlab.policies.base import BATCH, INTERACTIVE, Task
+
+OUTCOMES = ("stranded", "ok", "failed", "unfinished")  # by code; 0 and 3 are told apart by dispatch_ms
+NAN = math.nan
+
+
+@dataclass
+class Arrivals:
+    """Open-loop tasks of all workloads, sorted by arrival; float columns are NaN where a value is absent."""
+
+    arrival_ms: np.ndarray
+    service_ms: np.ndarray | None  # None: no workload has service times (token models)
+    prompt_tokens: np.ndarray | None
+    output_tokens: np.ndarray | None
+    interactive: np.ndarray
+    source: np.ndarray  # int code into `labels`
+    number: np.ndarray  # index of the task in its workload's draws: the N of LABEL-N
+    labels: list[str]
+    ids: np.ndarray | None = None  # explicit ids (object), None where generated
+
+    def __len__(self) -> int:
+        return len(self.arrival_ms)
+
+    def task_id(self, i: int):
+        if self.ids is not None and self.ids[i] is not None:
+            return self.ids[i]
+        return f"{self.labels[self.source[i]]}-{self.number[i]}"
+
+    @classmethod
+    def from_tasks(cls, tasks: list[Task]) -> "Arrivals":
+        """Columns from Task objects (already sorted by arrival), keeping their ids and sources."""
+        labels = list(dict.fromkeys(t.source or "" for t in tasks))
+        code = {label: i for i, label in enumerate(labels)}
+
+        def col(name):
+            values = [getattr(t, name) for t in tasks]
+            if all(v is None for v in values):
+                return None
+            return np.array([NAN if v is None else v for v in values], dtype=float)
+
+        ids = np.empty(len(tasks), dtype=object)
+        ids[:] = [t.id for t in tasks]
+        return cls(
+            arrival_ms=np.array([t.arrival_ms for t in tasks], dtype=float),
+            service_ms=col("service_ms"),
+            prompt_tokens=col("prompt_tokens"),
+            output_tokens=col("output_tokens"),
+            interactive=np.array([t.interactive for t in tasks], dtype=bool),
+            source=np.array([code[t.source or ""] for t in tasks], dtype=np.int32),
+            number=np.arange(len(tasks), dtype=np.int64),
+            labels=labels,
+            ids=ids,
+        )
+
+
+class Recorder:
+    """Typed arrays filled as tasks end; closed-loop tasks append their static columns as they are made."""
+
+    def __init__(self, arrivals: Arrivals):
+        n = len(arrivals)
+        self.arrivals = arrivals
+        self.n_open = n
+        nans = array("d", [NAN])
+        self.dispatch_ms = nans * n
+        self.start_ms = nans * n
+        self.end_ms = nans * n
+        self.ttft_ms = nans * n
+        self.cap = nans * n
+        self.outcome = array("b", bytes(n))
+        self.retries = array("i", bytes(4 * n))
+        self.extra: list[Task] = []  # closed-loop tasks' static fields, read once at the end
+        self.labels = list(arrivals.labels)
+
+    def add(self, task: Task) -> int:
+        """Register a task made during the run (closed loop); returns its row."""
+        i = self.n_open + len(self.extra)
+        self.extra.append(_Static(task))
+        for column in (self.dispatch_ms, self.start_ms, self.end_ms, self.ttft_ms, self.cap):
+            column.append(NAN)
+        self.outcome.append(0)
+        self.retries.append(0)
+        return i
+
+    def record(self, task: Task) -> None:
+        """Everything a run learns about a task; called when it ends, and at the end for those in flight."""
+        i = task.index
+        if task.dispatch_ms is not None:
+            self.dispatch_ms[i] = task.dispatch_ms
+        if task.start_ms is not None:
+            self.start_ms[i] = task.start_ms
+        if task.end_ms is not None:
+            self.end_ms[i] = task.end_ms
+        if task.ttft_ms is not None:
+            self.ttft_ms[i] = task.ttft_ms
+        if task.cap_at_dispatch is not None:
+            self.cap[i] = task.cap_at_dispatch
+        outcome = task.outcome
+        self.outcome[i] = 1 if outcome == "ok" else 2 if outcome == "failed" else 3 if task.dispatch_ms is not None else 0
+        if task.retries:
+            self.retries[i] = task.retries
+
+    def table(self) -> "TaskTable":
+        a, extra = self.arrivals, self.extra
+        labels = list(self.labels)
+        for s in extra:
+            if s.source not in labels:
+                labels.append(s.source)
+        code = {label: i for i, label in enumerate(labels)}
+
+        def static(column, name, dtype=float):
+            if not extra:
+                return column
+            tail = [getattr(s, name) for s in extra]
+            if column is None and all(v is None for v in tail):
+                return None
+            head = np.full(len(a), NAN) if column is None else column
+            return np.concatenate([head, np.array([NAN if v is None else v for v in tail], dtype=dtype)])
+
+        def frombuf(buf, dtype):
+            return np.frombuffer(buf, dtype=dtype) if len(buf) else np.empty(0, dtype=dtype)
+
+        columns = {
+            "arrival_ms": static(a.arrival_ms, "arrival_ms"),
+            "service_ms": static(a.service_ms, "service_ms"),
+            "prompt_tokens": static(a.prompt_tokens, "prompt_tokens"),
+            "output_tokens": static(a.output_tokens, "output_tokens"),
+            "interactive": static(a.interactive, "interactive", bool),
+            "dispatch_ms": frombuf(self.dispatch_ms, np.float64),
+            "start_ms": frombuf(self.start_ms, np.float64),
+            "end_ms": frombuf(self.end_ms, np.float64),
+            "ttft_ms": frombuf(self.ttft_ms, np.float64),
+            "cap_at_dispatch": frombuf(self.cap, np.float64),
+            "outcome": frombuf(self.outcome, np.int8),
+            "retries": frombuf(self.retries, np.int32),
+        }
+        if extra:
+            columns["source"] = np.concatenate([a.source, np.array([code[s.source] for s in extra], dtype=np.int32)])
+        else:
+            columns["source"] = a.source
+        return TaskTable(columns, labels, a, [s.id for s in extra])
+
+
+class _Static:
+    __slots__ = ("id", "source", "arrival_ms", "service_ms", "prompt_tokens", "output_tokens", "interactive")
+
+    def __init__(self, t: Task):
+        self.id, self.source, self.arrival_ms, self.service_ms = t.id, t.source or "", t.arrival_ms, t.service_ms
+        self.prompt_tokens, self.output_tokens, self.interactive = t.prompt_tokens, t.output_tokens, t.interactive
+
+
+@dataclass
+class TaskTable:
+    """One row per task of a run, as numpy columns (see `COLUMNS`)."""
+
+    columns: dict[str, np.ndarray]
+    labels: list[str]  # source names by code
+    arrivals: Arrivals  # the open-loop part, for ids
+    extra_ids: list = field(default_factory=list)  # ids of closed-loop tasks, rows after the open-loop ones
+
+    def __len__(self) -> int:
+        return len(self.columns["arrival_ms"])
+
+    def __getitem__(self, name: str) -> np.ndarray | None:
+        return self.columns[name]
+
+    def ids(self) -> list:
+        a = self.arrivals
+        labels = [str(x) for x in a.labels]
+        out = [f"{labels[s]}-{k}" for s, k in zip(a.source.tolist(), a.number.tolist())]
+        if a.ids is not None:
+            out = [x if x is not None else g for x, g in zip(a.ids.tolist(), out)]
+        return out + list(self.extra_ids)
+
+    def kinds(self) -> np.ndarray:
+        return np.where(self.columns["interactive"], INTERACTIVE, BATCH).astype(object)
+
+    def sources(self) -> np.ndarray:
+        return np.asarray(self.labels, dtype=object)[self.columns["source"]] if len(self) else np.empty(0, dtype=object)
+
+    def outcomes(self) -> np.ndarray:
+        return np.asarray(OUTCOMES, dtype=object)[self.columns["outcome"]] if len(self) else np.empty(0, dtype=object)
+
+    def to_tasks(self) -> list[Task]:
+        """Task objects rebuilt from the columns: for tests and small runs, not for big ones."""
+        c = self.columns
+        ids, sources, outcomes = self.ids(), self.sources(), self.outcomes()
+        out = []
+        for i in range(len(self)):
+            t = Task(ids[i], INTERACTIVE if c["interactive"][i] else BATCH, float(c["arrival_ms"][i]), _num(c["service_ms"], i))
+            t.index = i
+            t.source = sources[i]
+            t.dispatch_ms, t.start_ms, t.end_ms = _num(c["dispatch_ms"], i), _num(c["start_ms"], i), _num(c["end_ms"], i)
+            t.ttft_ms, t.cap_at_dispatch = _num(c["ttft_ms"], i), _num(c["cap_at_dispatch"], i)
+            p, o = _num(c["prompt_tokens"], i), _num(c["output_tokens"], i)
+            t.prompt_tokens = None if p is None else int(p)
+            t.output_tokens = None if o is None else int(o)
+            t.outcome = outcomes[i] if outcomes[i] in ("ok", "failed") else None
+            t.retries = int(c["retries"][i])
+            out.append(t)
+        return out
+
+
+def _num(column, i):
+    if column is None:
+        return None
+    v = column[i]
+    return None if v != v else float(v)

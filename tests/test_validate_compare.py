@@ -1,0 +1,53 @@
+"""The sim-to-real comparison: metrics from records, relative error and spread, rankings."""
+
+import math
+
+import pytest
+
+from simlab.runtime.compare import compare, markdown, verdict
+from simlab.runtime.validate import decode_ms_per_token, metrics
+
+
+def rec(kind, arrival, end, ttft, out=10, ok=True):
+    return {"id": f"{kind}{arrival}", "kind": kind, "prompt_tokens": 5, "output_tokens": out, "arrival_ms": arrival,
+            "start_ms": arrival, "ttft_ms": ttft, "end_ms": end, "outcome": "ok" if ok else "cancelled"}
+
+
+def test_metrics_from_records():
+    rs = [rec("interactive", i * 10.0, i * 10.0 + 100 + i, 20.0) for i in range(100)]
+    rs += [rec("batch", 0.0, 1000.0 * (i + 1), 50.0, out=100) for i in range(4)]
+    rs.append(rec("interactive", 0.0, 1e9, None, ok=False))  # not completed: left out of the percentiles
+    m = metrics(rs)
+    assert m["interactive"]["completed"] == 100 and m["interactive"]["sent"] == 101
+    assert m["interactive"]["p50_ms"] == pytest.approx(149.5)
+    assert m["interactive"]["p95_ms"] == pytest.approx(194.05)
+    assert m["batch"]["throughput_tok_s"] == pytest.approx(400 / 4.0)
+    assert decode_ms_per_token(rs, "batch") == pytest.approx((2500 - 50) / 99)
+
+
+def fake(p95, thr):
+    return {"interactive": {"p50_ms": 1, "p95_ms": p95, "p99_ms": 1, "ttft_p95_ms": 1},
+            "batch": {"p50_ms": 1, "p95_ms": 1, "p99_ms": 1, "ttft_p95_ms": 1, "throughput_tok_s": thr}}
+
+
+def test_error_spread_and_rankings():
+    predicted = {"a": fake(100, 50), "b": fake(200, 80)}
+    measured = {"a": [fake(90, 50), fake(110, 60)], "b": [fake(250, 70), fake(250, 90)]}
+    rows = compare(predicted, measured)
+    r = next(r for r in rows if r["policy"] == "a" and r["metric"] == "p95_ms" and r["class"] == "interactive")
+    assert (r["measured"], r["spread"], r["relative_error"], r["runs"]) == (100, 0.2, 0.0, 2)
+    r = next(r for r in rows if r["policy"] == "b" and r["metric"] == "throughput_tok_s")
+    assert r["relative_error"] == pytest.approx(0.0) and r["spread"] == pytest.approx(0.25)
+    v = verdict(rows)
+    assert v["ranking_measured"]["interactive p95_ms"] == ["a", "b"]
+    assert v["ranking_measured"]["batch throughput_tok_s"] == ["b", "a"]
+    assert v["rankings_agree"] and not v["all_within"]  # b's P95: -20%
+    assert not v["within_tolerance"]["b interactive p95_ms"]
+    text = markdown(rows, v, ["- header"])
+    assert "rankings agree: **yes**" in text and "-20.0%" in text
+
+
+def test_ranking_disagreement():
+    rows = compare({"a": fake(100, 50), "b": fake(200, 40)}, {"a": [fake(300, 50)], "b": [fake(200, 40)]})
+    v = verdict(rows)
+    assert not v["rankings_agree"] and math.isnan(rows[0]["spread"])
