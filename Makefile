@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench results lock clean
+.PHONY: demo test bench results lock clean real-engine real-engine-results
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(BIN)/python -c "" 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
@@ -22,6 +22,14 @@ test: $(STAMP)
 # The committed reference set (tables, figures, reports of every bundled scenario); a test diffs the tables.
 results: $(STAMP)
 	scripts/make-results.sh results/reference
+
+# The real vLLM CPU engine for `simlab loadtest` / `validate-real` (own venv .venv-vllm, ~3.5 GB; README "Sim-to-real").
+real-engine:
+	scripts/real-engine.sh start
+
+# Regenerates results/reference/real-engine/{loadtest,loadtest-check,validate-real} on the real engine (~15 min).
+real-engine-results: $(STAMP)
+	scripts/real-engine-results.sh
 
 # Timings: never two at once on a shared machine (the lock), medians and spreads of repeats, ratios to floors.
 BENCH_LOCK ?= $(if $(wildcard /work),/work/.quiet.lock,/tmp/simlab-bench.lock)

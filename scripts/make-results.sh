@@ -20,7 +20,8 @@ cd "$repo"  # scenarios are named relative to the checkout; `python -m simlab` r
 run() {  # scenario, replications
   local name=$1 reps=$2; shift 2
   "$python" -m simlab ab "scenarios/$name.toml" --out "$out/$name" --replications "$reps" --workers 2 --quiet "$@" >/dev/null
-  rm -rf "$out/$name/runs" "$out/$name"/figures/*.svg
+  find "$out/$name" -type d -name runs -prune -exec rm -rf {} +  # run caches (also the frontier's)
+  rm -rf "$out/$name"/figures/*.svg
   echo "$out/$name"
 }
 run seed-article 5 "$@"

@@ -32,3 +32,22 @@ for c, es in sorted(errs.items()):
 allerr = [abs(e) for es in errs.values() for e in es]
 print(f"\nall rows: mean {np.mean(allerr):.1%}, largest {np.max(allerr):.1%}; "
       f"{sum(e <= 0.10 for e in allerr)}/{len(allerr)} within 10%")
+
+# The noise floor: the same load test run twice on this (shared) machine.
+fit_table = sys.argv[1].replace("/fit/step.toml", "/loadtest.csv")
+try:
+    first = {(r.c, r.p): r.value for r in read_table(fit_table) if r.kind == "tpot"}
+except Exception:
+    first = {}
+if first:
+    print(f"\n## Test-retest: the fit's own load test ({fit_table}) vs the check run, same settings\n")
+    print("| sequences | prompt tokens | fit run (ms) | check run (ms) | difference |")
+    print("|---:|---:|---:|---:|---:|")
+    diffs = []
+    for r in rows:
+        if (r.c, r.p) in first:
+            d = (r.value - first[(r.c, r.p)]) / first[(r.c, r.p)]
+            diffs.append(abs(d))
+            print(f"| {r.c:g} | {r.p:g} | {first[(r.c, r.p)]:.2f} | {r.value:.2f} | {d:+.1%} |")
+    print(f"\nmean |difference| between two identical runs: {np.mean(diffs):.1%} (largest {np.max(diffs):.1%}): "
+          "no model can be checked more finely than this on this machine")

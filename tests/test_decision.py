@@ -175,3 +175,11 @@ def test_decide_cli_answers_and_exports_production_options(tmp_path):
             assert opts["batchMinConcurrency"] == opts["batchMaxConcurrency"] == int(ans.chosen.split("-")[1])
     else:
         assert not (out / "best-options.json").exists()
+
+
+def test_the_choice_is_not_dominated_within_its_tie_set_and_ties_do_not_chain():
+    best = arm("adaptive", 1000.0, 160.0, family="adaptive", opts=DEFAULTS)
+    near = arm("static-9", 1000.0, 170.0)  # ties with the best, more throughput: dominates it
+    drift = [arm(f"static-{10 + i}", 1000.0 + 40.0 * (i + 1), 180.0 + 15 * i) for i in range(4)]
+    rec = decide([best, near, *drift], Decision(), near, DEFAULTS)
+    assert rec.chosen == "static-9"  # not a chain of "not measurably worse" steps up to 1,160 ms

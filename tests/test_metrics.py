@@ -15,6 +15,7 @@ from simlab.experiments.metrics import longest_over_slo, longest_stall, max_conc
 from simlab.experiments.stats import mean_ci, paired
 from simlab.policies import Task
 from simlab.world.engine import SimResult
+from simlab.world.tasktable import Arrivals, TaskTable
 
 NAN = math.nan
 
@@ -135,6 +136,26 @@ def make_task(id, kind, arrival, dispatch, start, end, outcome="ok"):
     return t
 
 
+def run_of(tasks, end_ms, seed=1) -> SimResult:
+    """A SimResult whose columns hold exactly these hand-made tasks (as the engine records them)."""
+    tasks = sorted(tasks, key=lambda t: t.arrival_ms)
+    a = Arrivals.from_tasks(tasks)
+
+    def col(name):
+        return np.array([NAN if getattr(t, name, None) is None else getattr(t, name) for t in tasks], dtype=float)
+
+    outcome = [1 if t.outcome == "ok" else 2 if t.outcome == "failed" else 3 if t.dispatch_ms is not None else 0
+               for t in tasks]
+    columns = {
+        "arrival_ms": a.arrival_ms, "service_ms": a.service_ms, "prompt_tokens": a.prompt_tokens,
+        "output_tokens": a.output_tokens, "interactive": a.interactive, "source": a.source,
+        "dispatch_ms": col("dispatch_ms"), "start_ms": col("start_ms"), "end_ms": col("end_ms"),
+        "ttft_ms": col("ttft_ms"), "cap_at_dispatch": col("cap_at_dispatch"),
+        "outcome": np.array(outcome, dtype=np.int8), "retries": np.zeros(len(tasks), dtype=np.int32),
+    }
+    return SimResult("hand", "static", seed, TaskTable(columns, a.labels, a), {}, end_ms=end_ms)
+
+
 def test_summarize_by_hand():
     tasks = [
         make_task("i1", "interactive", 0, 0, 0, 100),
@@ -144,7 +165,7 @@ def test_summarize_by_hand():
         make_task("b2", "batch", 0, 60_000, 60_000, 120_000),
         make_task("b3", "batch", 0, None, None, None, outcome=None),  # stranded
     ]
-    result = SimResult("hand", "static", 7, tasks, {}, end_ms=200_000)
+    result = run_of(tasks, 200_000)
     m = summarize(result, slo_p95_ms=250.0, slo_bin_ms=10_000.0)
     lat = [100.0, 300.0, 200.0]
     assert m["interactive_p50_ms"] == 200.0
@@ -216,7 +237,7 @@ def test_paired_not_significant_and_pairs_with_nan_dropped():
 @given(st.floats(0, 1e7, allow_nan=False), st.integers(1, 200))
 def test_p95_of_a_constant_is_the_constant(value, n):
     tasks = [make_task(f"i{k}", "interactive", float(k), float(k), float(k), float(k) + value) for k in range(n)]
-    m = summarize(SimResult("c", "p", 1, tasks, {}, end_ms=1e9), slo_p95_ms=1.0)
+    m = summarize(run_of(tasks, 1e9), slo_p95_ms=1.0)
     assert m["interactive_p95_ms"] == pytest.approx(value, abs=1e-6)
     assert m["interactive_p50_ms"] == pytest.approx(value, abs=1e-6)
     mean, lo, hi = mean_ci([value] * max(n, 2))
@@ -231,5 +252,5 @@ def test_a_request_that_gave_up_no_longer_waits():
         make_task("b2", "batch", 0, 0, None, 30_000, outcome="failed"),
         make_task("i1", "interactive", 0, 0, 0, 100),
     ]
-    m = summarize(SimResult("api", "unscheduled", 1, tasks, {}, end_ms=600_000), slo_p95_ms=1_000.0)
+    m = summarize(run_of(tasks, 600_000), slo_p95_ms=1_000.0)
     assert m["longest_batch_stall_ms"] == 20_000.0 and m["batch_failed"] == 1

@@ -114,8 +114,10 @@ def main(args) -> int:
     code = 0
     # export gate: deployable, and no static cap dominates it over the pooled held-out traffic (paired CIs);
     # per-condition dominance ("holds on k of n") is reported: no single cap is best at every load
+    # (by static caps the rule itself could have chosen: its P95 tie set; "not measurably worse" does not chain)
     pooled_dominated = ans.chosen is not None and any(
-        dominated_by(by[ans.chosen], a, rule.level) for a in m.arms if a.family == "static" and a.label != ans.chosen)
+        dominated_by(by[ans.chosen], a, rule.level) for a in m.arms
+        if a.family == "static" and a.label != ans.chosen and a.label in record.p95_ties)
     if ans.chosen is not None and ans.chosen_family in ("static", "adaptive") and not pooled_dominated:
         atomic_write_text(best, json.dumps(ans.chosen_options, indent=2) + "\n")
     else:

@@ -59,7 +59,7 @@ def main(args) -> int:
     from simlab.experiments.tables import csv_text
     from simlab.policies import POLICY_NAMES, load_options
     from simlab.runtime import compare as cmp
-    from simlab.runtime.client import loopback_url
+    from simlab.runtime.client import ServerError, loopback_url
     from simlab.runtime.validate import RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks, simulate
     from simlab.scenario import load_scenario
 
@@ -131,8 +131,11 @@ def main(args) -> int:
                 if node:
                     recs = _run_node(args.url, out / "options" / f"{p}.json", out / "tasks.csv", path, args.max_seconds)
                 else:
-                    recs = asyncio.run(drive(args.url, options[p], tasks, args.max_seconds,
-                                             progress=lambda s: print(s, flush=True)))
+                    try:
+                        recs = asyncio.run(drive(args.url, options[p], tasks, args.max_seconds,
+                                                 progress=lambda s: print(s, flush=True)))
+                    except (OSError, ServerError) as exc:
+                        raise InputError(None, args.url, f"the server failed: {exc}") from None
                     atomic_write_text(path, csv_text(recs, RECORD_COLUMNS))
                 atomic_write_text(meta, json.dumps({"identity": identity}, indent=1))
             m = metrics(recs)

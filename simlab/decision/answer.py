@@ -59,8 +59,8 @@ def _ci(t) -> str:
 def sentence(a: AnswerRecord, options_file: str = "best-options.json") -> str:
     if a.chosen is None:
         return f"No recommendation: {a.reason}."
-    held = (f"; no static cap beats it on {a.held_out_holds} of {a.held_out_total} held-out traffic conditions taken one by one"
-            if a.held_out_total else "")
+    held = (f"; taken one by one, {a.held_out_holds} of {a.held_out_total} held-out traffic conditions have no static cap "
+            "that dominates it there" if a.held_out_total else "")
     bound = f" (bound {a.bound_p95:,.0f})" if a.bound_p95 is not None and math.isfinite(a.bound_p95) else ""
     if a.chosen_family == "static":
         extra = ""

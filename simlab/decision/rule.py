@@ -111,6 +111,7 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
         top = max(ties, key=lambda a: rows[a.label]["throughput_mean"])
         thr_ties = [a for a in ties if a is top or not _significant_below(_pdiff(a.throughput, top.throughput, level))]
         chosen = min(thr_ties, key=lambda a: (simplicity(a, defaults), rows[a.label]["p95_mean"]))
+        chosen = _undominated(chosen, ties, rows, level)
         reason = (f"lowest interactive P95 among arms whose batch throughput is >= {rule.throughput_fraction:g} x "
                   f"{reference.label if reference else 'reference'} on the lower CI bound")
         if len(ties) > 1:
@@ -137,7 +138,20 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
     p95_best = min(ties, key=lambda a: rows[a.label]["p95_mean"])
     if _significant_above(_pdiff(chosen.p95, p95_best.p95, level)):
         chosen = p95_best  # a measurably lower P95 at the same throughput beats simplicity
+    chosen = _undominated(chosen, ties, rows, level)
     return _record(rule, chosen, f"highest batch throughput with {how}", rows, feasible, ties, arms, defaults, level)
+
+
+def _undominated(chosen: Arm, pool: list[Arm], rows, level) -> Arm:
+    """Within the tie set, the throughput-then-simplicity order can land on an arm another tied arm dominates:
+    move to the dominator until none is left. Only within the tie set: "not measurably worse" is not
+    transitive, and chains of it outside would drift P95 far from the best arm's."""
+    for _ in range(len(pool)):
+        better = [a for a in pool if a is not chosen and dominated_by(chosen, a, level)]
+        if not better:
+            break
+        chosen = max(better, key=lambda a: (rows[a.label]["throughput_mean"], -rows[a.label]["p95_mean"]))
+    return chosen
 
 
 def _record(rule, chosen: Arm | None, reason, rows, feasible, ties, arms, defaults, level) -> DecisionRecord:

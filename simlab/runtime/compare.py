@@ -50,7 +50,17 @@ def verdict(rows: list[dict], tolerance: float = 0.10) -> dict:
     pred, meas = ranking(rows, "predicted"), ranking(rows, "measured")
     within = {f"{r['policy']} {r['class']} {r['metric']}": abs(r["relative_error"]) <= tolerance
               for r in rows if (r["class"], r["metric"]) in WATCHED}
+    # Adjacent policies whose measured run-to-run ranges overlap: their measured order is not settled.
+    ties = {}
+    for kind, name in WATCHED:
+        key = f"{kind} {name}"
+        rng = {r["policy"]: (r["measured_min"], r["measured_max"]) for r in rows
+               if r["class"] == kind and r["metric"] == name}
+        order = meas[key]
+        ties[key] = [f"{a} ~ {b}" for a, b in zip(order, order[1:])
+                     if rng[a][0] <= rng[b][1] and rng[b][0] <= rng[a][1]]
     return {"ranking_predicted": pred, "ranking_measured": meas, "rankings_agree": pred == meas,
+            "measured_ties": ties,
             "tolerance": tolerance, "within_tolerance": within, "all_within": all(within.values())}
 
 
@@ -66,6 +76,9 @@ def markdown(rows: list[dict], v: dict, header: list[str]) -> str:
     for key in v["ranking_predicted"]:
         lines.append(f"- {key}, best first: predicted {' > '.join(v['ranking_predicted'][key])}; "
                      f"measured {' > '.join(v['ranking_measured'][key])}")
+        if v["measured_ties"].get(key):
+            lines.append(f"  - measured run-to-run ranges overlap (order not settled by these runs): "
+                         f"{', '.join(v['measured_ties'][key])}")
     lines.append(f"- rankings agree: **{'yes' if v['rankings_agree'] else 'no'}**")
     lines.append(f"- interactive P95 and batch throughput within {v['tolerance']:.0%} for every policy: "
                  f"**{'yes' if v['all_within'] else 'no'}**" +
@@ -104,8 +117,11 @@ def figure(rows: list[dict], out_dir, name: str = "validate-real"):
                 lo, hi = r["measured"] - r["measured_min"], r["measured_max"] - r["measured"]
                 ax.bar(i + 0.2, r["measured"], 0.38, color=colors[p], yerr=[[lo], [hi]], capsize=6,
                        label="measured" if i == 0 else None)
-            ax.set_xticks(range(len(policies)), policies, rotation=20)
-            ax.set_title(f"{kind} {METRIC_LABELS[metric]}", fontsize=14)
+            ax.set_xticks(range(len(policies)), [p.replace(" (", "\n(") for p in policies], rotation=30, ha="right",
+                          fontsize=12)
+            if metric.endswith("_ms"):
+                ax.set_yscale("log")  # unscheduled is tens of times the others
+            ax.set_title(METRIC_LABELS[metric] if kind == "batch" else f"{kind} {METRIC_LABELS[metric]}", fontsize=14)
         axes[0].legend(loc="upper right", fontsize=12)
-        style.title(fig, "Simulated (light) vs measured on the real engine (dark, run-to-run range)")
+        style.title(fig, "Simulated (light) vs measured on the real engine (dark; bars: run-to-run range)")
         return style.save(fig, out_dir, name)
