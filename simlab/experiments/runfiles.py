@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from simlab.atomic import atomic_open
 from simlab.world.engine import SimResult
@@ -95,12 +94,14 @@ def task_file(run_dir: Path) -> Path | None:
     return None
 
 
-def load_tasks(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+def load_tasks(path: Path, columns: list[str] | None = None) -> "pd.DataFrame":
     """A per-task file (a run folder, or a tasks.parquet / tasks.csv path) as a DataFrame.
 
     Strings come back as pandas "string", times and token counts as float64 (NaN where absent), retries as int64. Raises OSError or ValueError
     on a missing or unreadable file, so callers decide how to report it.
     """
+    import pandas as pd
+
     path = Path(path)
     if path.is_dir():
         found = task_file(path)
@@ -125,8 +126,10 @@ def load_tasks(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     return df
 
 
-def load_series(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+def load_series(path: Path, columns: list[str] | None = None) -> "pd.DataFrame":
     """A run's time series (a run folder or its series.csv), float64 columns sorted by time."""
+    import pandas as pd
+
     path = Path(path)
     if path.is_dir():
         path = path / "series.csv"

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 
 from simlab.errors import InputError
 from simlab.scenario import Constant, Empirical, Exponential, Lognormal, Uniform
@@ -38,6 +37,7 @@ empirical_values.cache_clear = lambda: _empirical_values.cache_clear()
 
 @functools.lru_cache(maxsize=32)
 def _empirical_values(path: Path, column: str, stamp) -> np.ndarray:
+    import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     try:
         frame = pd.read_csv(path)
     except Exception as exc:  # pandas raises many types for a bad file

@@ -16,7 +16,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from simlab.errors import InputError
 from simlab.policies.base import BATCH, INTERACTIVE, Task
@@ -106,6 +105,7 @@ def open_loop_times(rng, arrivals, duration_ms: float) -> np.ndarray:
 # --- traces -------------------------------------------------------------------------------------------
 def read_azure(path: Path) -> pd.DataFrame:
     """The Azure LLM inference trace: TIMESTAMP, ContextTokens, GeneratedTokens -> arrival_ms, tokens."""
+    import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     try:
         frame = pd.read_csv(path, dtype=str)
     except Exception as exc:
@@ -134,6 +134,7 @@ def read_azure(path: Path) -> pd.DataFrame:
 
 def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
     """Rows of a trace for one class: arrival_ms and service_ms and/or token counts."""
+    import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     path = scenario.resolve(spec.file)
     if spec.format == "azure":
         frame = read_azure(path)
@@ -174,6 +175,7 @@ def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
 def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: np.random.Generator) -> pd.DataFrame:
     """The window [0, span) rebuilt from blocks of `block_ms` drawn with replacement (a moving-block
     bootstrap on a grid: bursts shorter than a block survive whole). Ids get a "~slot" suffix."""
+    import pandas as pd
     n_blocks = max(1, math.ceil(span_ms / block_ms))
     which = rng.integers(0, n_blocks, n_blocks)
     block_of = np.minimum((frame["arrival_ms"].to_numpy() // block_ms).astype(int), n_blocks - 1)
@@ -191,6 +193,7 @@ def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: n
 
 def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
     """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+    import pandas as pd
     path = scenario.resolve(spec.file)
     try:
         frame = pd.read_csv(path, usecols=["arrival_ms"])
