@@ -181,12 +181,16 @@ def test_two_classes_fitted_scenario_reproduces_the_log(tmp_path):
     assert [w.kind for w in scenario.workload] == ["interactive", "batch"]
     assert scenario.workload[0].service is not None
     val = validate(fit, scenario, [1, 2, 3])
-    assert val.passed["rates"] and val.passed["quantiles"], [c.row() for c in val.checks if not c.ok]
+    assert val.passed["quantiles"], [c.row() for c in val.checks if not c.ok]
+    rates = [c for c in val.checks if c.quantity.startswith("arrival rate")]
+    assert all(c.ok for c in rates if c.kind == "interactive"), [c.row() for c in rates]
     cv = {c.kind: c for c in val.checks if c.quantity == "inter-arrival CV"}
     assert cv["interactive"].ok
-    # bursts shorter than any step with 10+ requests: a piecewise Poisson process cannot copy them, and the
-    # validation says so rather than passing
-    assert fit.arrivals["batch"].cv > 3 and not cv["batch"].ok and not val.passed["cv"]
+    # bursts shorter than any step with 10+ requests: no piecewise Poisson process can copy them, so the batch
+    # class replays the log's own arrivals block-bootstrapped, which keeps the CV. (Its per-bin and whole-log
+    # rates are judged by Poisson tests that a resample of bursts does not satisfy; the report says so.)
+    assert scenario.workload[1].arrivals.process == "resampled"
+    assert fit.arrivals["batch"].cv > 3 and cv["batch"].ok and val.passed["cv"]
 
 
 def test_mapped_columns_units_and_class_labels(tmp_path):

@@ -111,26 +111,25 @@ def simulate(scenario, seeds: list[int], latency: bool = True):
 
 
 def workload_arrays(scenario, seed: int) -> dict[str, dict[str, np.ndarray]]:
-    """The open-loop arrivals and lengths the engine would generate for `seed` (the same random streams as
-    `simlab.world.workloads.open_loop_tasks`), as arrays: fast on logs of millions of requests."""
+    """The open-loop arrivals and lengths the engine generates for `seed` (its own columns, so the same random
+    streams), per class and sorted by arrival: fast on logs of millions of requests."""
     from simlab.scenario import ClosedLoop, Trace
-    from simlab.world.distributions import make_sampler
-    from simlab.world.workloads import ARRIVALS, OUTPUT, PROMPT, open_loop_times, stream
+    from simlab.world.workloads import open_loop_columns
 
-    out: dict[str, dict[str, list]] = {}
-    for wi, w in enumerate(scenario.workload):
-        if isinstance(w.arrivals, (ClosedLoop, Trace)):
-            raise ValueError("workload_arrays covers generated open-loop arrivals only")
-        times = open_loop_times(stream(seed, wi, ARRIVALS), w.arrivals, scenario.duration_ms)
-        n = len(times)
-        cols = {"arrival_ms": times}
-        if w.prompt_tokens is not None:
-            cols["prompt_tokens"] = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, scenario.resolve)(stream(seed, wi, PROMPT), n)))
-            cols["output_tokens"] = np.maximum(1, np.rint(make_sampler(w.output_tokens, scenario.resolve)(stream(seed, wi, OUTPUT), n)))
-        kind = out.setdefault(w.kind, {})
-        for k, v in cols.items():
-            kind.setdefault(k, []).append(v)
-    return {kind: {k: np.concatenate(v) for k, v in cols.items()} for kind, cols in out.items()}
+    if any(isinstance(w.arrivals, (ClosedLoop, Trace)) for w in scenario.workload):
+        raise ValueError("workload_arrays covers generated open-loop arrivals only")
+    a = open_loop_columns(scenario, seed)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for kind, mask in (("interactive", a.interactive), ("batch", ~a.interactive)):
+        if not mask.any():
+            continue
+        cols = {"arrival_ms": a.arrival_ms[mask]}
+        if a.prompt_tokens is not None:
+            prompt, output = a.prompt_tokens[mask], a.output_tokens[mask]
+            if not np.isnan(prompt).any():
+                cols["prompt_tokens"], cols["output_tokens"] = prompt, output
+        out[kind] = cols
+    return out
 
 
 def validate(fit: LogFit, scenario, seeds: list[int]) -> Validation:
