@@ -109,8 +109,10 @@ BACKENDS = [
 @st.composite
 def valid_scenarios(draw) -> dict:
     workloads = []
-    for _ in range(draw(st.integers(1, 3))):
-        w = {"name": draw(st.text(max_size=5)), "class": draw(st.sampled_from(["interactive", "batch"])),
+    # names key the random streams, so they are unique within a scenario (duplicates are refused: tested apart)
+    names = draw(st.lists(st.text(max_size=5), min_size=1, max_size=3, unique=True))
+    for name in names:
+        w = {"name": name, "class": draw(st.sampled_from(["interactive", "batch"])),
              "arrivals": copy.deepcopy(draw(st.sampled_from(ARRIVALS)))}  # fmt: skip
         w["prompt_tokens"] = draw(dists())  # every backend can use token counts
         w["output_tokens"] = draw(dists())

@@ -108,3 +108,14 @@ def test_no_policy_beats_the_bounds(which):
         thr = bound[("bound-batch-alone", row["seed"])]["batch_throughput_per_min"]
         assert row["interactive_p95_ms"] >= p95 * (1 - NOISE), (row["policy"], row["seed"], row["interactive_p95_ms"], p95)
         assert row["batch_throughput_per_min"] <= thr * (1 + NOISE), (row["policy"], row["seed"])
+
+
+def test_two_workloads_with_one_name_are_refused():
+    from simlab.errors import InputError
+    from simlab.scenario import scenario_from_dict
+
+    w = {"name": "chat", "class": "interactive", "arrivals": {"process": "poisson", "rate_per_s": 1},
+         "service": {"dist": "constant", "value": 10}}
+    data = {"name": "dup", "duration_ms": 1000, "backend": {"kind": "delay"}, "workload": [w, dict(w, **{"class": "batch"})]}
+    with pytest.raises(InputError, match="two workloads are named 'chat'"):
+        scenario_from_dict(data)
