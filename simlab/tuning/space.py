@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from simlab.errors import InputError
 from simlab.policies import SchedulerOptions
-from simlab.scenario import Scenario
+from simlab.scenario import Scenario, TUNABLE
 
 LOG_SCALE = {"interactiveRpsThreshold", "interactiveP95LatencyMs", "windowMs", "smoothingTauMs"}
 INTEGER = {"batchMaxConcurrency", "batchMinConcurrency"}
@@ -105,15 +105,7 @@ def options_for(base: SchedulerOptions, params: dict, scenario: Scenario) -> Sch
     return base.with_changes(**changes)
 
 
-TUNABLE_KEYS = (
-    "interactiveRpsThreshold",
-    "interactiveP95LatencyMs",
-    "windowMs",
-    "smoothingAlpha",
-    "smoothingTauMs",
-    "batchMaxConcurrency",
-    "batchMinConcurrency",
-)
+TUNABLE_KEYS = TUNABLE  # the scenario's list of tunable options, in suggestion order
 _FIELD = {
     "interactiveRpsThreshold": "interactive_rps_threshold",
     "interactiveP95LatencyMs": "interactive_p95_latency_ms",
