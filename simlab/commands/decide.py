@@ -122,9 +122,19 @@ def main(args) -> int:
             atomic_write_text(candidate, json.dumps(ans.chosen_options, indent=2) + "\n")
     figs = []
     try:
-        from simlab.plots.decision import decision_figures
+        from simlab.experiments.runner import Job, run_jobs
+        from simlab.plots.decision import burst_arms, decision_figures
 
-        figs = decision_figures(out, record, spread, scenario, base, seeds)
+        # the burst figure needs the time series of two runs (the sweep keeps only summaries): run them again,
+        # the first held-out condition and seed, with their series kept
+        adaptive, static = burst_arms(record, spread)
+        burst = None
+        if adaptive and static:
+            opts = {sp.label: sp.options for sp in specs}
+            burst = out / "burst"
+            run_jobs(held[0].apply(scenario), [Job(a, opts[a], seeds[0], keep_tasks=True, tasks_format="none")
+                                               for a in (adaptive, static)], burst, 1, False)
+        figs = decision_figures(out, record, spread, scenario, base, seeds, burst)
     except Exception as exc:  # a figure must never cost the answer
         print(f"warning: decision figures failed: {exc}", file=sys.stderr)
     write_report(out, scenario, ans, record, spread, held, search, seeds, tuned_note, figs)

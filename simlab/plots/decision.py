@@ -143,7 +143,7 @@ def burst_figure(runs: Path, condition: str, seed: int, adaptive: str, static: s
 
     series = {}
     for arm in (adaptive, static):
-        f = runs / condition / arm / f"seed-{seed}" / "series.csv"
+        f = runs / "runs" / arm / f"seed-{seed}" / "series.csv"
         if not f.is_file():
             return None
         series[arm] = load_series(f)
@@ -178,7 +178,16 @@ def burst_figure(runs: Path, condition: str, seed: int, adaptive: str, static: s
     return path
 
 
-def decision_figures(out: Path, record, spread, scenario, base, seeds: list[int] | None = None) -> list[Path]:
+def burst_arms(record, spread) -> tuple[str | None, str | None]:
+    """(adaptive arm, static arm) the burst figure compares: the tuned adaptive (else the chosen one, else the
+    defaults) against the best static cap."""
+    adaptive = next((a for a in ("adaptive-tuned", record.chosen, "adaptive-defaults")
+                     if a and any(r["arm"] == a and r.get("family") == "adaptive" for r in spread)), None)
+    return adaptive, record.best_static
+
+
+def decision_figures(out: Path, record, spread, scenario, base, seeds: list[int] | None = None,
+                     burst_runs: Path | None = None) -> list[Path]:
     figs = out / "figures"
     figs.mkdir(parents=True, exist_ok=True)
     paths = [frontier_figure(record, figs / "frontier.png",
@@ -192,11 +201,10 @@ def decision_figures(out: Path, record, spread, scenario, base, seeds: list[int]
                     f"{scenario.name}: interactive P95 and batch throughput across load levels (held-out seeds)")
     if p is not None:
         paths.append(p)
-    adaptive = next((a for a in ("adaptive-tuned", record.chosen, "adaptive-defaults")
-                     if a and any(r["arm"] == a and r.get("family") == "adaptive" for r in spread)), None)
+    adaptive, _ = burst_arms(record, spread)
     conds = list(dict.fromkeys(r["condition"] for r in spread))
-    if adaptive and record.best_static and conds and seeds:
-        p = burst_figure(out / "heldout", conds[0], seeds[0], adaptive, record.best_static, figs / "burst.png",
+    if adaptive and record.best_static and conds and seeds and burst_runs is not None:
+        p = burst_figure(burst_runs, conds[0], seeds[0], adaptive, record.best_static, figs / "burst.png",
                          f"{scenario.name}: the batch cap under the busiest burst, {adaptive} vs the best static cap "
                          f"({record.best_static})")
         if p is not None:
