@@ -460,6 +460,9 @@ class AnswerRecord:
     # choice on that condition's seeds alone
     best_static_by_condition: dict[str, str | None] = field(default_factory=dict)
     dominated_on_condition: dict[str, list[str]] = field(default_factory=dict)
+    # per held-out condition: the choice minus the best static cap (pooled pick), paired: p95_diff, p95_ci_low,
+    # p95_ci_high, thr_diff, thr_ci_low, thr_ci_high (negative P95 / positive throughput: the choice is better)
+    vs_best_static_by_condition: dict[str, dict[str, float]] = field(default_factory=dict)
     reason: str = ""
     sentence: str = ""
 

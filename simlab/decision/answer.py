@@ -7,7 +7,7 @@ from pathlib import Path
 
 from simlab import records
 from simlab.decision.rule import Arm, decide, dominated_across, dominated_by
-from simlab.experiments.stats import mean_ci
+from simlab.experiments.stats import mean_ci, paired
 from simlab.records import AnswerRecord, DecisionRecord
 
 __all__ = ["AnswerRecord", "DecisionRecord", "answer", "judge_conditions", "load_decision", "save_decision", "sentence"]
@@ -60,11 +60,13 @@ def sentence(a: AnswerRecord, options_file: str = "best-options.json") -> str:
 
 
 def answer(scenario_name: str, arms: list[Arm], rule, reference: Arm | None, defaults: dict,
-           bound_p95: list[float] | None, slo_ms: float | None) -> tuple[AnswerRecord, DecisionRecord]:
-    """Apply the rule to every arm and to the static caps alone, and say which wins and by how much."""
-    record = decide(arms, rule, reference, defaults, bound_p95, slo_ms)
+           bound_p95: list[float] | None, slo_ms: float | None,
+           groups: list[slice] | None = None) -> tuple[AnswerRecord, DecisionRecord]:
+    """Apply the rule to every arm and to the static caps alone, and say which wins and by how much.
+    `groups`: the units of each held-out traffic condition (see rule.decide)."""
+    record = decide(arms, rule, reference, defaults, bound_p95, slo_ms, groups)
     statics = [a for a in arms if a.family == "static"]
-    static_pick = decide(statics, rule, reference, defaults, bound_p95, slo_ms).chosen if statics else None
+    static_pick = decide(statics, rule, reference, defaults, bound_p95, slo_ms, groups).chosen if statics else None
     by = {a.label: a for a in arms}
     chosen = by.get(record.chosen) if record.chosen else None
     bs = by.get(static_pick) if static_pick else None
@@ -115,4 +117,10 @@ def judge_conditions(ans: AnswerRecord, arms: list[Arm], groups: dict[str, slice
         ref = sub.get(reference_label) if reference_label else None
         bound = bound_p95[g] if bound_p95 else None
         ans.best_static_by_condition[name] = decide(only, rule, ref, defaults, bound, slo_ms).chosen if only else None
+        if ans.best_static and ans.best_static != ans.chosen and ans.best_static in sub:
+            d = paired(sub[ans.chosen].p95, sub[ans.best_static].p95, rule.level)
+            t = paired(sub[ans.chosen].throughput, sub[ans.best_static].throughput, rule.level)
+            ans.vs_best_static_by_condition[name] = {
+                "p95_diff": d["diff"], "p95_ci_low": d["diff_ci_low"], "p95_ci_high": d["diff_ci_high"],
+                "thr_diff": t["diff"], "thr_ci_low": t["diff_ci_low"], "thr_ci_high": t["diff_ci_high"]}
     ans.dominated_across_by = [s.label for s in statics if dominated_across(chosen, s, list(groups.values()), rule.level)]

@@ -68,8 +68,11 @@ def _significant_above(d: dict) -> bool:
 
 
 def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p95: list[float] | None = None,
-           slo_ms: float | None = None) -> DecisionRecord:
-    """Apply `rule` (a scenario.Decision) to `arms`. `reference` sets the throughput yardstick."""
+           slo_ms: float | None = None, groups: list[slice] | None = None) -> DecisionRecord:
+    """Apply `rule` (a scenario.Decision) to `arms`. `reference` sets the throughput yardstick. `groups`: the
+    units of each traffic condition (default: one group), for the last step: no feasible arm may dominate the
+    choice across them (`dominated_across`), or the choice moves to it."""
+    groups = groups or [slice(None)]
     level = rule.level
     deployable = [a for a in arms if a.family in ("static", "adaptive")]
     rows = {a.label: {"arm": a.label, "family": a.family, "options": a.options} for a in arms}
@@ -99,10 +102,13 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
         thr_ties = [a for a in ties if a is top or not _significant_below(_pdiff(a.throughput, top.throughput, level))]
         chosen = min(thr_ties, key=lambda a: (simplicity(a, defaults), rows[a.label]["p95_mean"]))
         chosen = _undominated(chosen, ties, rows, level)
+        chosen, moved = _undominated_across(chosen, feasible, rows, level, groups)
         reason = (f"lowest interactive P95 among arms whose batch throughput is >= {rule.throughput_fraction:g} x "
                   f"{reference.label if reference else 'reference'} on the lower CI bound")
         if len(ties) > 1:
             reason += f"; {len(ties)} arms tie on P95 (paired CIs), ranked by throughput then simplicity"
+        if moved:
+            reason += f"; moved to {chosen.label}, which dominates the P95 pick {moved} (paired CIs)"
         return _record(rule, chosen, reason, rows, feasible, ties, arms, defaults, level)
     # "slo"
     def meets(a: Arm, limit: float) -> bool:
@@ -126,6 +132,8 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
     if _significant_above(_pdiff(chosen.p95, p95_best.p95, level)):
         chosen = p95_best  # a measurably lower P95 at the same throughput beats simplicity
     chosen = _undominated(chosen, ties, rows, level)
+    chosen, moved = _undominated_across(chosen, feasible, rows, level, groups)
+    how += f"; moved to {chosen.label}, which dominates {moved} (paired CIs)" if moved else ""
     return _record(rule, chosen, f"highest batch throughput with {how}", rows, feasible, ties, arms, defaults, level)
 
 
@@ -139,6 +147,20 @@ def _undominated(chosen: Arm, pool: list[Arm], rows, level) -> Arm:
             break
         chosen = max(better, key=lambda a: (rows[a.label]["throughput_mean"], -rows[a.label]["p95_mean"]))
     return chosen
+
+
+def _undominated_across(chosen: Arm, feasible: list[Arm], rows, level, groups) -> tuple[Arm, str | None]:
+    """No feasible deployable arm may dominate the choice (across the conditions' groups): "not measurably
+    worse" does not chain, so the P95 pick's tie set can leave out an arm that ties with the pick and beats it
+    on throughput. Move to the dominator (highest throughput, then lowest P95) until none is left; every move is
+    a measurable gain on one axis and no measurable loss on the other. (first pick's label, or None)"""
+    first = chosen.label
+    for _ in range(len(feasible)):
+        better = [a for a in feasible if a is not chosen and dominated_across(chosen, a, groups, level)]
+        if not better:
+            break
+        chosen = max(better, key=lambda a: (rows[a.label]["throughput_mean"], -rows[a.label]["p95_mean"]))
+    return chosen, (first if chosen.label != first else None)
 
 
 def _record(rule, chosen: Arm | None, reason, rows, feasible, ties, arms, defaults, level) -> DecisionRecord:
