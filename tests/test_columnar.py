@@ -88,17 +88,21 @@ def test_cap_memo_changes_no_decision():
         def run(memo):
             from simlab.policies import adaptive
 
+            seen = []
             original = adaptive.Adaptive.__init__
 
             def init(self, *a, **k):
                 original(self, *a, **k)
-                self._memo = self._memo and memo
+                seen.append(self._memo)
 
             adaptive.Adaptive.__init__ = init
+            adaptive.MEMO = memo
             try:
                 r = replay([Task(*x) for x in tasks], o)
             finally:
                 adaptive.Adaptive.__init__ = original
+                adaptive.MEMO = True
+            assert seen == [memo]
             return [(x.start_ms, x.end_ms) for x in r.tasks]
 
         assert run(True) == run(False), f"case {case}"
