@@ -54,15 +54,17 @@ def task_arrays(result: SimResult) -> dict[str, np.ndarray]:
 
 
 def max_concurrent(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Most intervals [start, end) open at once; an end and a start at one instant do not overlap."""
-    starts = starts[~np.isnan(starts)]
+    """Most intervals [start, end) open at once; an end and a start at one instant do not overlap.
+
+    After the i-th start in time order, i + 1 intervals have started and every end at or before it has
+    closed: two sorted copies and a search, not a sort of the 2n events (a day at 50 RPS: 140 MB less)."""
+    starts = np.sort(starts[~np.isnan(starts)])
     if len(starts) == 0:
         return 0
-    ends = ends[~np.isnan(ends)]
-    times = np.concatenate([starts, ends, np.full(len(starts) - len(ends), np.inf)])
-    deltas = np.concatenate([np.ones(len(starts)), -np.ones(len(times) - len(starts))])
-    order = np.lexsort((deltas, times))  # at equal times, ends (-1) first
-    return int(np.max(np.cumsum(deltas[order])))
+    ends = np.sort(ends[~np.isnan(ends)])
+    closed = np.searchsorted(ends, starts, side="right")
+    np.subtract(np.arange(1, len(starts) + 1), closed, out=closed)
+    return int(closed.max())
 
 
 def waiting_intervals(arrivals: np.ndarray, starts: np.ndarray, horizon: float) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,6 @@ from a task's arrival to its end, when its times go into the run's column arrays
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field
 from heapq import heappush
 
@@ -227,7 +226,7 @@ class Engine:
 
     def run(self) -> SimResult:
         env, w = self.env, self.workload
-        # array.array: indexing returns a Python float as fast as a list does, at 8 bytes an element
+        # memoryviews: indexing returns a Python float as fast as a list does, with no copy of the column
         # (a list of 4 million floats costs 130 MB more), and numpy scalars are slow on the hot path.
         self._arrival_ms = _doubles(w.arrival_ms)
         self._service_ms = _doubles(w.service_ms) if w.service_ms is not None else None
@@ -271,10 +270,9 @@ class Engine:
         )
 
 
-def _doubles(values: np.ndarray) -> array:
-    out = array("d")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
-    return out
+def _doubles(values: np.ndarray) -> memoryview:
+    # A view of the float64 column, no copy (a day at 50 RPS: 35 MB a column); indexing gives a Python float.
+    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
 
 
 def simulate(scenario: Scenario, options: SchedulerOptions, seed: int) -> SimResult:

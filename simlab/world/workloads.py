@@ -315,7 +315,10 @@ def _merge(parts: list[dict]) -> Arrivals:
     copy = np.empty(0, np.int64) if copy is None else copy
     wi = np.concatenate([np.full(len(p["times"]), p["wi"], dtype=np.int32) for p in parts] or [np.empty(0, np.int32)])
     rows = cat("rows", math.inf)
-    order = np.lexsort((number, copy, wi, np.full(len(arrival), math.inf) if rows is None else rows, arrival))
+    # a key that is the same for every task orders nothing: left out, it costs no n-long temporary
+    keys = [number] + [k for k in (copy if copy.any() else None, wi if len(parts) > 1 else None, rows) if k is not None]
+    order = np.lexsort((*keys, arrival))
+    del keys
     ids = None
     if any(p["ids"] is not None for p in parts):
         ids = np.empty(len(arrival), dtype=object)
