@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates results/reference/real-engine/ (about 15 minutes plus the engine's setup): starts the real engine,
+# Regenerates results/reference/real-engine/ (about 30 minutes plus the engine's setup): starts the real engine,
 # load-tests it twice (fit, then an independent check run), validates the bundled scenario against the fit
 # (Python runtime for unscheduled/static/adaptive, and the article's Node scheduler for adaptive), stops it.
 # Measurements take /work/.quiet.lock-style exclusive lock if FLOCK is set (e.g. FLOCK=/work/.quiet.lock).
@@ -11,7 +11,7 @@ lock() { if [ -n "${FLOCK:-}" ]; then flock "$FLOCK" "$@"; else "$@"; fi; }
 URL="$(bash scripts/real-engine.sh start | tail -1)"
 trap 'bash scripts/real-engine.sh stop >/dev/null 2>&1 || true' EXIT
 rm -rf "$OUT/loadtest" "$OUT/loadtest-check" "$OUT/validate-real"
-LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 64 --requests 32 --max-seconds 8)
+LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 64 --requests 32 --max-seconds 8 --rounds 3)
 lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest"
 lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-check"
 lock "$SIMLAB" validate-real scenarios/real-engine.toml --url "$URL" --calibration "$OUT/loadtest/backend.toml" \

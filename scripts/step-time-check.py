@@ -11,7 +11,7 @@ import numpy as np
 from simlab.calibration.gpu import read_table
 
 step = tomllib.loads(open(sys.argv[1]).read())["backend"]["step"]
-theta = np.array([step["base_ms"], step["per_token_ms"], step["per_seq_ms"]])
+theta = np.array([step["base_ms"], step["per_token_ms"], step["per_seq_ms"], step.get("request_ms", 0.0)])
 rows = [r for r in read_table(sys.argv[2]) if r.kind == "tpot"]
 print(f"# Step time: fit ({sys.argv[1]}) vs an independent load test ({sys.argv[2]})\n")
 print(f"model: {theta[0]:.4g} ms + {theta[2]:.4g} ms x sequences + {theta[1]:.4g} ms x prefill tokens "

@@ -146,7 +146,8 @@ class Harness:
 
 
 def check_against_naive(h: Harness, step_ms, cfg):
-    reqs = [(now, t.prompt_tokens, t.output_tokens) for now, t in h.dispatched]
+    front = cfg.step.request_ms  # the front end delays each request by this before the engine sees it
+    reqs = [(now + front, t.prompt_tokens, t.output_tokens) for now, t in h.dispatched]
     expect = naive(reqs, cfg.max_num_seqs, cfg.max_batched_tokens, step_ms)
     assert len(h.ended) == len(h.dispatched)
     assert len({id(t) for t in h.ended}) == len(h.ended)
@@ -277,6 +278,20 @@ def test_interference_batch_in_flight_slows_interactive_with_free_slots():
     assert totals[-1] > 3 * totals[0]
 
 
+def test_front_end_latency_delays_the_engine_not_the_slot():
+    """request_ms: the request reaches the iteration loop that long after dispatch; it counts as waiting."""
+    cfg = config(4, base_ms=10, per_token_ms=0.1, per_seq_ms=1, request_ms=40)
+    h = Harness(cfg).at([task(0, 0, 100, 3)])
+    h.run(until=39.0)
+    assert h.backend.waiting() == 1 and h.backend.busy() == 0
+    h.run()
+    t = h.ended[0]
+    assert t.start_ms == 40
+    first = 40 + 10 + 0.1 * 100 + 1  # front end, then one prefill iteration
+    assert t.ttft_ms == pytest.approx(first)
+    assert t.end_ms == pytest.approx(first + 2 * (10 + 0.1 + 1))
+
+
 def test_profile_interpolates_and_clamps():
     cfg = config(8, base_ms=99, per_token_ms=0.5)  # base_ms is unused with a profile
     h = Harness(cfg, profile=([2, 4], [10.0, 20.0]))
@@ -349,6 +364,7 @@ def cases(draw):
         profile = ([1, 2, 4, 8], ys)
         step = dict(base_ms=1.0, per_token_ms=per_token)
         step_fn = profiled(*profile, per_token)
+    step["request_ms"] = draw(st.sampled_from([0.0, 0.0, 2.5, 10.0, 37.25]))
     chain = draw(st.booleans())
     return reqs, followers, max_seqs, max_tokens, step, profile, step_fn, chain
 
@@ -386,6 +402,7 @@ def test_matches_naive_simulator_on_random_floats():
             base_ms=float(rng.uniform(1, 30)),
             per_token_ms=float(rng.uniform(0, 0.05)),
             per_seq_ms=float(rng.uniform(0, 3)),
+            request_ms=float(rng.uniform(0, 50)) if seed % 3 == 0 else 0.0,
         )
         tasks = [task(i, t, int(rng.integers(1, 1500)), int(rng.integers(1, 300))) for i, t in enumerate(times)]
         h = Harness(cfg).at(tasks, chain=bool(seed % 2)).run()

@@ -215,7 +215,8 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
 
 def _step_text(backend) -> str:
     st = backend.step
-    text = f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + {st.per_token_ms:g} ms/prefill token"
+    text = (f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + "
+            f"{st.per_token_ms:g} ms/prefill token, front end {st.request_ms:g} ms/request")
     return text + (f", decode step from profile {st.profile}" if st.profile else "")
 
 

@@ -13,7 +13,10 @@ An iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (t
 of the sequences in prefill plus one per decoding sequence), or, with a measured `profile`, the profile's
 step time interpolated on the number of sequences plus `per_token_ms` per prefill token. Either way a step
 slows down as the batch grows, so batch work in flight slows an interactive request even when a sequence
-slot is free: that is the effect this backend exists to show.
+slot is free: that is the effect this backend exists to show. With `request_ms`, a dispatched request
+reaches the iteration loop that long after its dispatch (a real server's front end: HTTP, validation,
+hand-off to the engine process), in dispatch order; it is in flight for the scheduler meanwhile but holds
+no sequence.
 
 Fast-forward. Simulating each decode iteration as a SimPy event would cost one event per generated token.
 Instead the backend keeps a "span": a run of iterations with the same membership. Its first iteration
@@ -54,6 +57,8 @@ class ContinuousBatchingBackend(Backend):
         self._base = step.base_ms
         self._per_token = step.per_token_ms
         self._per_seq = step.per_seq_ms
+        self._request_ms = step.request_ms
+        self._in_front = 0  # dispatched, still in the front end (request_ms)
         self._table: list[float] | None = None  # with a profile: step ms by number of sequences
         self._queue: deque = deque()
         self._running: list = []  # heap of (index of the iteration giving the last token, admission no., task)
@@ -102,6 +107,17 @@ class ContinuousBatchingBackend(Backend):
 
     # --- the Backend interface ---------------------------------------------------------------------
     def dispatch(self, task) -> None:
+        if self._request_ms:
+            self._in_front += 1
+            fire_at(self.env, self.env._now + self._request_ms, self._reach_engine, task)
+            return
+        self._join(task)
+
+    def _reach_engine(self, event) -> None:
+        self._in_front -= 1
+        self._join(event._value)
+
+    def _join(self, task) -> None:
         queue = self._queue
         queue.append(task)
         if self._holding:
@@ -148,7 +164,7 @@ class ContinuousBatchingBackend(Backend):
         return len(self._running)
 
     def waiting(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + self._in_front
 
     def stats(self) -> dict:
         iterations = self._iter
