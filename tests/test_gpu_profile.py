@@ -140,3 +140,22 @@ def test_bad_tables_exit_2(tmp_path, name, fragment):
     proc = simlab("calibrate-gpu", MALFORMED / name, "--out", tmp_path / "o", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith(f"error: {MALFORMED / name}") and fragment in proc.stderr
+
+
+def test_held_out_check_against_another_table(tmp_path):
+    """--check: the fit's error on an independent table, per concurrency, and the test-retest difference."""
+    fit_table = synthetic_table(tmp_path / "a.csv")
+    other = synthetic_table(tmp_path / "b.csv", noise=0.2, seed=5)
+    out = tmp_path / "gpu"
+    proc = simlab("calibrate-gpu", fit_table, "--check", other, "--out", out, "--no-figures")
+    assert "held-out check on" in proc.stdout and "NOT within 10%" in proc.stdout
+    rows = list(__import__("csv").DictReader(open(out / "check.csv")))
+    assert len(rows) == len(read_table(other))
+    for r in rows:  # the exact fit's error on the noisy table is exactly the noise, as is the retest difference
+        assert float(r["fitted"]) == pytest.approx(float(r["retest"]), rel=1e-6)
+        err, diff = float(r["relative_error"]), float(r["retest_difference"])
+        assert (1 + err) * (1 + diff) == pytest.approx(1, rel=1e-6)
+    same = tmp_path / "same"
+    proc = simlab("calibrate-gpu", fit_table, "--check", fit_table, "--out", same, "--no-figures")
+    assert "NOT within" not in proc.stdout and "mean |error| 0.0%" in proc.stdout
+    assert "Test-retest" in (same / "check.md").read_text()

@@ -332,3 +332,27 @@ def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> st
         lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
                      "interpolated, instead of base + per_seq (noisier on a busy machine)")
     return "\n".join(lines) + "\n"
+
+
+def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> dict:
+    """The fitted model against an independent load test of the same server (rows the fit never saw), and the
+    noise floor: the same measurement (measure, concurrency, prompt, output) in both tables. One record:
+    `rows` (every check row: measured, fitted, error; `retest` = the fit table's value for the same level),
+    `by_concurrency` (per measure and concurrency: mean |error|, and whether every row is within tolerance),
+    `mean_abs_error`, `retest_mean_abs_difference`."""
+    first = {(r.kind, r.c, r.p, r.o): r.value for r in fit.rows}
+    rows, groups = [], {}
+    for r in check:
+        pred = r.predict(fit.theta)
+        err = (pred - r.value) / r.value
+        again = first.get((r.kind, r.c, r.p, r.o))
+        rows.append({"measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p, "output_tokens": r.o,
+                     "measured": r.value, "fitted": pred, "relative_error": err,
+                     "retest": again, "retest_difference": None if again is None else (r.value - again) / again})
+        groups.setdefault((r.kind, r.c), []).append(err)
+    by_c = [{"measure": k, "batch_size": c, "mean_abs_error": float(np.mean(np.abs(e))),
+             "within": bool(all(abs(x) <= tolerance for x in e))} for (k, c), e in sorted(groups.items())]
+    diffs = [abs(r["retest_difference"]) for r in rows if r["retest_difference"] is not None]
+    return {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,
+            "mean_abs_error": float(np.mean([abs(r["relative_error"]) for r in rows])) if rows else math.nan,
+            "retest_mean_abs_difference": float(np.mean(diffs)) if diffs else None}

@@ -701,3 +701,34 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
         lines.append(",".join("" if v is None else (repr(float(v)) if isinstance(v, float) else str(v)) for v in p.values()))
     atomic_write_text(out / "fit.csv", "\n".join(lines) + "\n")
     return path
+
+
+def write_gpu_check(check: dict, fit_path, check_path, out: Path) -> Path:
+    """check.md and check.csv from `gpu.held_out_check`'s record."""
+    from simlab.calibration.gpu import MEASURE_LABELS
+
+    out = Path(out)
+    tol = check["tolerance"]
+    md = [f"# Held-out check of the step-time fit\n",
+          f"Fitted on `{fit_path}`, checked on `{check_path}` (an independent load test of the same server).\n",
+          "## By measure and concurrency\n",
+          md_table(["measure", "sequences", "mean abs error", f"every row within {tol:.0%}"],
+                   [[MEASURE_LABELS[g["measure"]], f"{g['batch_size']:g}", f"{g['mean_abs_error']:.1%}",
+                     "yes" if g["within"] else "no"] for g in check["by_concurrency"]]),
+          f"All rows: mean |error| {check['mean_abs_error']:.1%}.\n"]
+    if check["retest_mean_abs_difference"] is not None:
+        md.append(f"Test-retest: the same level measured in both tables differs by {check['retest_mean_abs_difference']:.1%} "
+                  "on average; no model can be checked more finely than this.\n")
+    md.append("## Every row\n")
+    md.append(md_table(["measure", "sequences", "prompt", "output", "measured", "fitted", "error", "fit table", "retest"], [
+        [MEASURE_LABELS[r["measure"]], f"{r['batch_size']:g}", _f(r["prompt_tokens"]), _f(r["output_tokens"]),
+         _f(r["measured"]), _f(r["fitted"]), f"{r['relative_error']:+.1%}", _f(r["retest"]),
+         "" if r["retest_difference"] is None else f"{r['retest_difference']:+.1%}"] for r in check["rows"]]))
+    path = out / "check.md"
+    atomic_write_text(path, "\n".join(md))
+    cols = ["measure", "batch_size", "prompt_tokens", "output_tokens", "measured", "fitted", "relative_error", "retest",
+            "retest_difference"]
+    lines = [",".join(cols)] + [",".join("" if r[c] is None else (repr(float(r[c])) if isinstance(r[c], float) else str(r[c]))
+                                          for c in cols) for r in check["rows"]]
+    atomic_write_text(out / "check.csv", "\n".join(lines) + "\n")
+    return path
