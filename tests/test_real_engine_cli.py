@@ -108,7 +108,10 @@ def test_validate_real_end_to_end(engine, tmp_path, capsys):
     assert set(v["ranking_measured"]) == {"interactive p95_ms", "batch throughput_tok_s"}
     report = (out / "report.md").read_text()
     assert "Sim-to-real validation" in report and "arrivals x 1" in report
-    # a rerun keeps the finished runs
+    # a rerun keeps the finished runs; a bare [backend.step] (calibrate-gpu's step.toml) re-simulates them
     capsys.readouterr()
-    assert main(args) == 0
-    assert "kept from" in capsys.readouterr().out
+    step = tmp_path / "step.toml"
+    step.write_text("[backend.step]\nbase_ms = 8.0\nper_token_ms = 0.005\nper_seq_ms = 0.5\nrequest_ms = 12.0\n")
+    assert main([*args, "--calibration", str(step)]) == 0
+    printed = capsys.readouterr().out
+    assert "kept from" in printed and "measuring" not in printed and "step 8 ms" in printed
