@@ -146,8 +146,10 @@ class Harness:
 
 
 def check_against_naive(h: Harness, step_ms, cfg):
-    front = cfg.step.request_ms  # the front end delays each request by this before the engine sees it
-    reqs = [(now + front, t.prompt_tokens, t.output_tokens) for now, t in h.dispatched]
+    front, free, reqs = cfg.step.request_ms, 0.0, []  # the front end handles one request at a time
+    for now, t in h.dispatched:
+        free = max(now, free) + front if front else now
+        reqs.append((free, t.prompt_tokens, t.output_tokens))
     expect = naive(reqs, cfg.max_num_seqs, cfg.max_batched_tokens, step_ms)
     assert len(h.ended) == len(h.dispatched)
     assert len({id(t) for t in h.ended}) == len(h.ended)
@@ -276,6 +278,14 @@ def test_interference_batch_in_flight_slows_interactive_with_free_slots():
     assert all(x < y for x, y in zip(ttfts, ttfts[1:]))
     assert all(x < y for x, y in zip(totals, totals[1:]))
     assert totals[-1] > 3 * totals[0]
+
+
+def test_front_end_handles_one_request_at_a_time():
+    """Three requests dispatched at once reach the engine 40, 80 and 120 ms later."""
+    cfg = config(8, base_ms=10, per_token_ms=0, per_seq_ms=0, request_ms=40)
+    h = Harness(cfg).at([task(i, 0, 10, 1) for i in range(3)]).run()
+    assert [t.start_ms for t in h.ended] == [40, 80, 120]
+    assert [t.end_ms for t in h.ended] == [50, 90, 130]
 
 
 def test_front_end_latency_delays_the_engine_not_the_slot():

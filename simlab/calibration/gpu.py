@@ -3,7 +3,8 @@
 The backend's iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (tokens: the prompt
 tokens of the sequences in prefill plus one per decoding sequence), and a request reaches the engine
 `request_ms` after it is sent (the server's front end: HTTP, validation, hand-off to the engine process; it
-holds no sequence slot). A load test run at a fixed concurrency (or batch size) C with prompts of P tokens
+holds no sequence slot; the backend serves the front end one request at a time, which a closed-loop load test,
+whose requests come one by one, hardly ever queues, so the formulas below leave that queueing out). A load test run at a fixed concurrency (or batch size) C with prompts of P tokens
 and O output tokens gives, per row, any of:
 
 | column (any of these names) | what | model (steady state: C sequences always running) |

@@ -1,7 +1,8 @@
 """A stand-in for the real engine in tests: an OpenAI-compatible streaming server (stdlib asyncio) that runs
 simlab's own continuous-batching rules in real time (FIFO admission up to `max_seqs`, one prefill iteration,
 one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens; a request
-joins the engine's queue `request_ms` after the server has read it, like a real front end).
+joins the engine's queue `request_ms` after the server has read it, the front end handling one request at a
+time, as the simulated backend assumes).
 
 Only what `simlab.runtime.client` uses: GET /health, GET /v1/models, POST /v1/completions with
 `stream: true` and continuous usage stats. A closed connection aborts its request, as vLLM does.
@@ -70,7 +71,8 @@ class FakeEngine:
             self.requests += 1
             r = {"prompt": len(req["prompt"]), "max": req["max_tokens"], "done": 0, "queue": asyncio.Queue()}
             if self.request_ms:
-                await asyncio.sleep(self.request_ms / 1000)
+                async with self._front:
+                    await asyncio.sleep(self.request_ms / 1000)
             self.waiting.append(r)
             self._wake.set()
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -100,6 +102,7 @@ class FakeEngine:
 
     async def serve(self, started: threading.Event, box: list):
         self._wake = asyncio.Event()
+        self._front = asyncio.Lock()
         engine = asyncio.ensure_future(self._engine())
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096)
         box.append(server.sockets[0].getsockname()[1])
