@@ -355,6 +355,8 @@ class TuneRecord:
     decision: TuneDecision
     best_options: dict[str, Any] | None
     figures: list[str] = field(default_factory=list)
+    search_conditions: list[str] = field(default_factory=lambda: ["base"])  # traffic conditions searched on
+    holdout_conditions: list[str] = field(default_factory=lambda: ["base"])  # ... validated on (disjoint when 2+)
 
     @property
     def metric(self) -> str:
@@ -409,3 +411,61 @@ class FitRecord:
     scenario_text: str  # the fitted scenario in words ("" when it does not load)
     fit: dict[str, Any]  # fit.json's content
     figures: list[str] = field(default_factory=list)
+
+
+# --- decision (simlab/decision, `simlab decide` and `ab`'s verdict) ---------------------------------------------
+
+@register
+@dataclass
+class DecisionRecord:
+    """What the decision rule (simlab/decision/rule.py) chose and why, every arm ranked (decision.json)."""
+    KIND: ClassVar[str] = "decision"
+    VERSION: ClassVar[int] = 1
+
+    rule: str
+    chosen: str | None
+    reason: str
+    feasible: list[str] = field(default_factory=list)
+    p95_ties: list[str] = field(default_factory=list)
+    ranking: list[dict] = field(default_factory=list)  # every arm: means, CIs, paired vs chosen, flags
+    best_static: str | None = None
+    verdict: str = ""
+
+
+@register
+@dataclass
+class AnswerRecord:
+    """`simlab decide` and `ab`'s verdict: everything the one-line answer says, as numbers (answer.json;
+    renderers format it; simlab/decision/answer.py makes it)."""
+    KIND: ClassVar[str] = "answer"
+    VERSION: ClassVar[int] = 1
+
+    scenario: str
+    rule: str
+    chosen: str | None
+    chosen_family: str | None
+    chosen_options: dict | None
+    p95: tuple[float, float, float] | None  # mean, CI low, CI high
+    throughput: tuple[float, float, float] | None
+    bound_p95: float | None
+    best_static: str | None
+    best_static_p95: tuple[float, float, float] | None
+    best_static_throughput: tuple[float, float, float] | None
+    adaptive_dominated_by_static: list[str] = field(default_factory=list)  # adaptive arms a static cap dominates
+    held_out_total: int = 0  # held-out traffic conditions judged
+    held_out_holds: int = 0  # ... on which the choice is not dominated by any static cap
+    # static caps dominating the choice across the held-out conditions (rule.dominated_across): the acceptance test
+    dominated_across_by: list[str] = field(default_factory=list)
+    # per held-out condition: the static cap the rule picks among static caps alone, and the caps dominating the
+    # choice on that condition's seeds alone
+    best_static_by_condition: dict[str, str | None] = field(default_factory=dict)
+    dominated_on_condition: dict[str, list[str]] = field(default_factory=dict)
+    reason: str = ""
+    sentence: str = ""
+
+    def save(self, path: Path) -> None:
+        save(self, Path(path).parent, Path(path).name)
+
+    @classmethod
+    def load(cls, path: Path) -> "AnswerRecord":
+        return load(path, cls.KIND)

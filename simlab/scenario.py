@@ -156,6 +156,10 @@ class Workload(Strict):
     # with shifted copies of themselves, then delayed by shift_ms
     load: float = Field(default=1.0, gt=0, le=20)
     shift_ms: float = Field(default=0.0, ge=0)
+    # a diurnal profile on top: arrivals kept with a rate x (1 + amplitude sin(2 pi (t - phase) / period))
+    diurnal_amplitude: float = Field(default=0.0, ge=0, le=1)
+    diurnal_period_ms: float | None = Field(default=None, gt=0)  # default: the scenario's duration (one cycle)
+    diurnal_phase_ms: float = 0.0
 
 
 # --- backends ---------------------------------------------------------------------------------
@@ -169,11 +173,13 @@ class TokenTime(Strict):
 
 class StepTime(Strict):
     """Continuous batching: one iteration takes base_ms + per_token_ms * tokens in the step
-    (+ per_seq_ms * sequences), or is interpolated from a measured profile."""
+    (+ per_seq_ms * sequences), or is interpolated from a measured profile; a request reaches the engine
+    request_ms after its dispatch (the server's front end)."""
 
     base_ms: float = Field(default=10.0, ge=0)
     per_token_ms: float = Field(default=0.0, ge=0)
     per_seq_ms: float = Field(default=0.0, ge=0)
+    request_ms: float = Field(default=0.0, ge=0)  # front-end latency before a request reaches the engine
     profile: str | None = None  # CSV: batch_size,step_ms (from `simlab calibrate-gpu`)
 
     @model_validator(mode="after")
@@ -300,6 +306,8 @@ class Conditions(Strict):
     resample_block_ms: float = Field(default=30_000.0, gt=0)
     load: list[float] = []  # interactive load multipliers (thinning below 1, superposition above)
     batch_at_ms: list[float] = []  # batch arrivals delayed by this much
+    diurnal: list[float] = []  # amplitudes of a diurnal profile on the interactive arrivals (thinning)
+    diurnal_period_ms: float | None = Field(default=None, gt=0)  # default: the scenario's duration (one cycle)
     search: int = Field(default=1, ge=1)  # conditions used by the search; the others are held out
 
     @model_validator(mode="after")
@@ -311,6 +319,9 @@ class Conditions(Strict):
         bad = [v for v in self.load if not 0 < v <= 20]
         if bad:
             raise ValueError(f"load: {bad[0]} is out of range (expected a multiplier in (0, 20])")
+        bad = [v for v in self.diurnal if not 0 < v <= 1]
+        if bad:
+            raise ValueError(f"diurnal: {bad[0]} is out of range (expected an amplitude in (0, 1])")
         return self
 
 

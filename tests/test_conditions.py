@@ -110,3 +110,41 @@ def test_fit_keeps_a_bursty_logs_cv_by_resampling_its_own_arrivals(tmp_path):
     assert abs(np.mean(cvs) - cv) < 0.12 * cv and min(cvs) > 2.5, cvs
     a = [x.arrival_ms for x in open_loop_tasks(s, 1)]
     assert a != [x.arrival_ms for x in open_loop_tasks(s, 2)]  # each seed another resample
+
+
+def test_diurnal_condition_follows_the_profile_and_keeps_the_mean_load():
+    s = small_slots()
+    s = s.model_copy(update={"duration_ms": 200_000.0, "conditions": s.conditions.model_copy(update={"diurnal": [0.8]})})
+    base, day = conditions_of(s)
+    assert day.name == "diurnal-a0.8" and day.kind == "diurnal"
+    t0 = np.array([t.arrival_ms for t in open_loop_tasks(base.apply(s), 3) if t.kind == "interactive"])
+    t1 = np.array([t.arrival_ms for t in open_loop_tasks(day.apply(s), 3) if t.kind == "interactive"])
+    assert abs(len(t1) / len(t0) - 1) < 0.15  # one whole period over the run: the mean rate is kept
+    # the profile's peak quarter (sin > 0.7, around t = duration / 4) against its trough (around 3/4)
+    peak = np.sum((t1 > 0.125 * 200_000) & (t1 < 0.375 * 200_000))
+    trough = np.sum((t1 > 0.625 * 200_000) & (t1 < 0.875 * 200_000))
+    assert peak > 3 * trough
+    # the batch draws are untouched, and the same seed gives the same arrivals
+    a = [(t.id, t.arrival_ms) for t in open_loop_tasks(base.apply(s), 3) if t.kind == "batch"]
+    b = [(t.id, t.arrival_ms) for t in open_loop_tasks(day.apply(s), 3) if t.kind == "batch"]
+    assert a == b
+    assert np.array_equal(t1, [t.arrival_ms for t in open_loop_tasks(day.apply(s), 3) if t.kind == "interactive"])
+
+
+def test_diurnal_thinning_on_a_trace_keeps_whole_tasks():
+    rng = np.random.default_rng(0)
+    times = np.sort(rng.uniform(0, 10_000, 4000))
+    t, idx, copy = load_and_shift(times, 1.0, 0.0, 10_000, np.random.default_rng(1), (0.5, 10_000, 0.0))
+    assert np.all(np.diff(t) >= 0) and 3600 < len(t) < 4400
+    first, last = np.sum(t < 5000), np.sum(t >= 5000)  # sin > 0 over the first half-period
+    assert first > 1.4 * last
+    assert np.allclose(t[copy == 0], times[idx[copy == 0]])
+
+
+def test_held_out_conditions_never_include_a_searched_one():
+    s = small_slots()
+    s = s.model_copy(update={"conditions": s.conditions.model_copy(update={"load": [0.5, 2], "search": 5})})
+    search, held = split(s)
+    assert held and not {c.name for c in search} & {c.name for c in held}
+    one = small_slots()
+    assert split(one) == ([conditions_of(one)[0]], [conditions_of(one)[0]])

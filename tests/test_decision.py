@@ -183,3 +183,23 @@ def test_the_choice_is_not_dominated_within_its_tie_set_and_ties_do_not_chain():
     drift = [arm(f"static-{10 + i}", 1000.0 + 40.0 * (i + 1), 180.0 + 15 * i) for i in range(4)]
     rec = decide([best, near, *drift], Decision(), near, DEFAULTS)
     assert rec.chosen == "static-9"  # not a chain of "not measurably worse" steps up to 1,160 ms
+
+
+def test_domination_across_held_out_conditions_is_pooled_and_never_worse_on_one():
+    from simlab.decision.answer import judge_conditions
+    from simlab.decision.rule import dominated_across
+
+    g = [slice(0, 6), slice(6, 12)]  # two held-out conditions, 6 seeds each
+    chosen = Arm("adaptive-tuned", {"batchMaxConcurrency": 6}, [100.0 + x for x in NOISE], [500.0 + x for x in NOISE])
+    # better everywhere (lower P95 on both conditions, same throughput): dominates across conditions
+    better = Arm("static-4", {}, [95.0 + x + 0.1 * (i % 2) for i, x in enumerate(NOISE)], [500.0 + x for x in NOISE], "static")
+    assert dominated_across(chosen, better, g)
+    # much better on the first condition, measurably worse on the second: a trade-off, not a domination
+    trade = Arm("static-5", {}, [60.0 + x if i < 6 else 104.0 + x + 0.1 * (i % 2) for i, x in enumerate(NOISE)],
+                [500.0 + x for x in NOISE], "static")
+    assert dominated_by(chosen, trade) and not dominated_across(chosen, trade, g)
+    ans, _ = answer("x", [chosen, trade], Decision(), None, DEFAULTS, None, None)
+    ans.chosen, ans.chosen_family = "adaptive-tuned", "adaptive"  # judge this choice, whatever the rule said
+    judge_conditions(ans, [chosen, trade], {"a": g[0], "b": g[1]}, Decision(), None, DEFAULTS)
+    assert ans.dominated_across_by == [] and ans.dominated_on_condition == {"a": ["static-5"], "b": []}
+    assert ans.held_out_holds == 1 and ans.held_out_total == 2

@@ -164,3 +164,26 @@ def test_multi_objective_mode_writes_a_pareto_front(scenario, tmp_path):
     summary = (out / "validation-summary.csv").read_text()
     assert "pareto-1" in summary
     assert (out / "pareto" / "pareto-1.json").exists() and (out / "best-options.json").exists()
+
+
+def test_30_and_60_trials_export_options_that_agree_on_held_out_traffic(tmp_path):
+    """Acceptance (issue 11): more trials must not move the exported options' held-out performance outside the
+    CIs. Searched on two traffic conditions, validated on a third (held out) and on fresh seeds."""
+    import pandas as pd
+
+    path = tmp_path / "tune-conditions.toml"
+    path.write_text(SMALL.replace("[tune]", "[conditions]\nload = [0.7, 1.3]\nsearch = 2\n\n[tune]"))
+    out = tmp_path / "grow"
+    summaries = {}
+    for n in (30, 60):  # a study continued to 60 proposes exactly what a fresh 60-trial study would
+        tune(path, out, "--trials", str(n))
+        rec = json.loads((out / "result.json").read_text())["record"]
+        assert rec["search_conditions"] == ["base", "load-x0.7"] and rec["holdout_conditions"] == ["load-x1.3"]
+        rows = pd.read_csv(out / "validation.csv")
+        assert set(rows["condition"]) == {"load-x1.3"}
+        summaries[n] = pd.read_csv(out / "validation-summary.csv").set_index("config").loc["best"]
+    a, b = summaries[30], summaries[60]
+    for key in ("holdout_objective", "holdout_throughput"):
+        lo = max(a[f"{key}_ci_low"], b[f"{key}_ci_low"])
+        hi = min(a[f"{key}_ci_high"], b[f"{key}_ci_high"])
+        assert lo <= hi, (key, a.to_dict(), b.to_dict())

@@ -5,6 +5,12 @@ What is compared, per class, and when it counts as reproduced (all at 95%):
   if n ~ Binomial(n + M, 1 / (S + 1)) (S seeds; exact test). The rates are reproduced when no more bins
   fail than chance allows (a one-sided binomial test of the failures against 5%, at 1%);
 - the overall rate: the same exact test on the whole log;
+  for a class fitted as `resampled` (block bootstrap of the log's own arrivals) both are Poisson tests it must
+  fail: resampled bursts put far more variance in a bin than Poisson does, and blocks land anywhere in the span,
+  so bin k of a seed is not meant to copy bin k of the log. Against its own resampling variability instead:
+  the per-bin counts of the log and of the seeds come from one distribution (two-sample Kolmogorov-Smirnov on
+  the counts per bin, pooled over seeds), and the log's total lies in the prediction interval of the seeds'
+  totals (mean +- t * sd * sqrt(1 + 1/S));
 - the inter-arrival CV: the log's CV lies in the prediction interval of the seeds' CVs
   (mean +- t * sd * sqrt(1 + 1/S)). Simulated times are rounded down to the log's timestamp tick first;
 - quantiles (p10, p50, p90, p95, p99) of token counts and of latency (when the log has one): the
@@ -132,6 +138,51 @@ def workload_arrays(scenario, seed: int) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
+def _poisson_rates(kind, fit, p, observed_counts, mean_rates, widths_s, n_obs, n_sim, span_s, S, checks) -> bool:
+    """The exact Poisson tests per bin and on the whole log (synthetic processes); True when both pass."""
+    fails = int((p < 1 - LEVEL).sum())
+    allowed = stats.binomtest(fails, len(p), 1 - LEVEL, alternative="greater").pvalue >= 0.01
+    checks.append(Check(
+        kind, f"arrival rate in each {fit.bin_ms / 1000:g} s bin (req/s)",
+        float(np.mean(observed_counts / widths_s)), math.nan, math.nan,
+        float(np.mean(mean_rates)), math.nan, math.nan, bool(allowed),
+        f"{len(p) - fails} of {len(p)} bins within sampling error (exact test at 5%; "
+        f"{fails} outside, chance allows this: {'yes' if allowed else 'no'})"))
+    lo, hi = stats.poisson.interval(LEVEL, n_obs) if n_obs else (0, 0)
+    p_total = count_test(n_obs, int(n_sim.sum()), S)
+    sim_lo, sim_hi = stats.poisson.interval(LEVEL, n_sim.sum()) if n_sim.sum() else (0, 0)
+    checks.append(Check(kind, "arrival rate, whole log (req/s)", n_obs / span_s, lo / span_s, hi / span_s,
+                        n_sim.mean() / span_s, sim_lo / S / span_s, sim_hi / S / span_s, p_total >= 1 - LEVEL,
+                        f"exact test of one rate, {p_is(p_total)}"))
+    return bool(allowed) and p_total >= 1 - LEVEL
+
+
+def _resampled_rates(kind, fit, observed_counts, sim_counts, widths_s, n_obs, n_sim, span_s):
+    """A block-resampled class against its own resampling variability (see the module docstring)."""
+    S = len(n_sim)
+    pooled = sim_counts.ravel()
+    p_bins = float(stats.ks_2samp(observed_counts, pooled).pvalue) if len(pooled) and len(observed_counts) else 1.0
+    ok_bins = p_bins >= 1 - LEVEL
+    width = float(np.mean(widths_s))
+    bin_check = Check(
+        kind, f"arrival rate in each {fit.bin_ms / 1000:g} s bin (req/s)",
+        float(np.mean(observed_counts / widths_s)), float(np.quantile(observed_counts, 0.05) / width),
+        float(np.quantile(observed_counts, 0.95) / width), float(np.mean(sim_counts / widths_s)),
+        float(np.quantile(pooled, 0.05) / width) if len(pooled) else math.nan,
+        float(np.quantile(pooled, 0.95) / width) if len(pooled) else math.nan, bool(ok_bins),
+        f"resampled class: the log's counts per bin and the seeds' (pooled) share one distribution (two-sample KS, "
+        f"{p_is(p_bins)}; intervals: 5th-95th percentile of the bins), not a Poisson test")
+    m = float(n_sim.mean())
+    sd = float(np.std(n_sim, ddof=1)) if S > 1 else 0.0
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, max(S - 1, 1))) * sd * math.sqrt(1 + 1 / S) if S > 1 else 0.0
+    ok_total = m - half <= n_obs <= m + half
+    total_check = Check(kind, "arrival rate, whole log (req/s)", n_obs / span_s, math.nan, math.nan, m / span_s,
+                        (m - half) / span_s, (m + half) / span_s, bool(ok_total),
+                        "resampled class: the log's total in the 95% prediction interval of the seeds' totals "
+                        f"(their block-resample variability): {'yes' if ok_total else 'no'}")
+    return bool(ok_bins), bool(ok_total), bin_check, total_check
+
+
 def validate(fit: LogFit, scenario, seeds: list[int]) -> Validation:
     latency = any("service_ms" in cols for cols in fit.lengths.values())
     policy, runs = simulate(scenario, seeds, latency)
@@ -151,27 +202,18 @@ def validate(fit: LogFit, scenario, seeds: list[int]) -> Validation:
         sims = [run.get(kind, {}).get("arrival_ms", np.empty(0)) for run in runs]
         sim_counts = np.array([counts_in(s[s <= edges[-1]], edges) for s in sims])
         p = np.array([count_test(o, s, S) for o, s in zip(observed_counts, sim_counts.sum(axis=0))])
-        fails = int((p < 1 - LEVEL).sum())
-        allowed = stats.binomtest(fails, len(p), 1 - LEVEL, alternative="greater").pvalue >= 0.01
-        rates_ok &= bool(allowed)
         bins[kind] = {"edges": edges, "observed": observed_counts, "simulated": sim_counts, "p": p}
         mean_rates = sim_counts / widths_s
-        checks.append(Check(
-            kind, f"arrival rate in each {fit.bin_ms / 1000:g} s bin (req/s)",
-            float(np.mean(observed_counts / widths_s)), math.nan, math.nan,
-            float(np.mean(mean_rates)), math.nan, math.nan, bool(allowed),
-            f"{len(p) - fails} of {len(p)} bins within sampling error (exact test at 5%; "
-            f"{fails} outside, chance allows this: {'yes' if allowed else 'no'})"))
         n_obs = len(obs)
         n_sim = np.array([len(s) for s in sims])
         span_s = fit.log.span_ms / 1000
-        lo, hi = stats.poisson.interval(LEVEL, n_obs) if n_obs else (0, 0)
-        p_total = count_test(n_obs, int(n_sim.sum()), S)
-        rates_ok &= p_total >= 1 - LEVEL
-        sim_lo, sim_hi = stats.poisson.interval(LEVEL, n_sim.sum()) if n_sim.sum() else (0, 0)
-        checks.append(Check(kind, "arrival rate, whole log (req/s)", n_obs / span_s, lo / span_s, hi / span_s,
-                            n_sim.mean() / span_s, sim_lo / S / span_s, sim_hi / S / span_s, p_total >= 1 - LEVEL,
-                            f"exact test of one rate, {p_is(p_total)}"))
+        if a.process == "resampled":
+            ok_bins, ok_total, bin_check, total_check = _resampled_rates(kind, fit, observed_counts, sim_counts,
+                                                                         widths_s, n_obs, n_sim, span_s)
+            rates_ok &= ok_bins and ok_total
+            checks += [bin_check, total_check]
+        else:
+            rates_ok &= _poisson_rates(kind, fit, p, observed_counts, mean_rates, widths_s, n_obs, n_sim, span_s, S, checks)
         if a.process != "burst":
             cvs = []
             for s in sims:

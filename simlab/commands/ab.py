@@ -49,8 +49,8 @@ def main(args) -> int:
         decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet,
                                scheduler=args.scheduler_address)
         if decision is not None:
-            result.verdict = (f"{decision[0].sentence} ({scenario.decision.rule} rule, static caps "
-                              f"1..{options.max_concurrency - 1} swept)")
+            result.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
+                              f"1..{options.max_concurrency - 1} swept).")
     finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)

@@ -39,10 +39,10 @@ def main(args) -> int:
 
     from simlab.atomic import atomic_write_text
     from simlab.commands import tune as tune_cmd
-    from simlab.decision.answer import answer, save_decision
+    from simlab.decision.answer import answer, judge_conditions, save_decision
     from simlab.decision.ab import FRONTIER_COLUMNS
     from simlab.decision.frontier import Spec, frontier_specs, measure, production_options
-    from simlab.decision.rule import P95, THR, Arm, dominated_by
+    from simlab.decision.rule import P95, THR, Arm
     from simlab.experiments.tables import csv_text
     from simlab.policies import options_from_dict
     from simlab.world.conditions import split
@@ -62,11 +62,11 @@ def main(args) -> int:
                                     Spec("unscheduled", base.with_changes(policy="unscheduled"), "baseline")]
     tuned_note = "not tuned (--trials 0)"
     if trials > 0:
-        # tuning searches on the first search condition (the search seeds); held-out conditions never enter it
+        # tuning searches on the search conditions x search seeds; held-out conditions never enter it
         tune_args = argparse.Namespace(trials=trials, workers=workers, out=str(out / "tune"), storage=None, study=None,
                                        options=args.options, objective=None, mode="single", join=False, quiet=args.quiet,
                                        force=True, capacity_checked=True)  # decide applies its own rule and export gate
-        code, pick = tune_cmd.run(search[0].apply(scenario), tune_args)
+        code, pick = tune_cmd.run(scenario, tune_args)
         if pick is not None:
             specs.append(Spec("adaptive-tuned", options_from_dict(pick["options"]), "adaptive"))
             tuned_note = "tuned" + ("" if code == 0 else " (missed the constraint on held-out seeds in tune)")
@@ -74,7 +74,7 @@ def main(args) -> int:
             tuned_note = "tuning found no feasible trial"
         # With few search seeds the rule's P95 ties are wide and favour throughput; the feasible trial with the
         # lowest search P95 is a second candidate, and the held-out traffic judges both.
-        low = lowest_p95_trial(out / "tune" / "trials.csv", base, search[0].apply(scenario))
+        low = lowest_p95_trial(out / "tune" / "trials.csv", base, scenario)
         if low is not None and (pick is None or production_options(low) != production_options(options_from_dict(pick["options"]))):
             specs.append(Spec("adaptive-tuned-lowest-p95", low, "adaptive"))
 
@@ -91,21 +91,20 @@ def main(args) -> int:
     defaults = production_options(base.with_changes(policy="adaptive"))
     ans, record = answer(scenario.name, m.arms, rule, reference, defaults, m.bound_p95 or None, scenario.slo_p95_ms)
 
-    # per held-out condition: is the choice dominated by some static cap there? (and the spread across conditions)
+    # per held-out condition: the spread, the caps dominating the choice there, the best static cap there; and
+    # the acceptance test: no single static cap dominates the choice across the held-out conditions
     spread = []
     k = len(seeds)
-    for ci, cond in enumerate(held):
-        sl = slice(ci * k, (ci + 1) * k)
-        sub = {a.label: Arm(a.label, a.options, a.p95[sl], a.throughput[sl], a.family) for a in m.arms}
-        for a in sub.values():
-            p, t = a.ci(P95), a.ci(THR)
-            spread.append({"condition": cond.name, "arm": a.label, "p95_mean": p[0], "p95_ci_low": p[1], "p95_ci_high": p[2],
-                           "throughput_mean": t[0], "throughput_ci_low": t[1], "throughput_ci_high": t[2],
-                           "bound_p95": (sum(m.bound_p95[sl]) / k) if m.bound_p95 else None})
-        if ans.chosen is not None:
-            statics = [a for a in sub.values() if a.family == "static" and a.label != ans.chosen]
-            ans.held_out_holds += not any(dominated_by(sub[ans.chosen], s, rule.level) for s in statics)
-            ans.held_out_total += 1
+    groups = {cond.name: slice(ci * k, (ci + 1) * k) for ci, cond in enumerate(held)}
+    for name, sl in groups.items():
+        for a in m.arms:
+            sub = Arm(a.label, a.options, a.p95[sl], a.throughput[sl], a.family)
+            p, t = sub.ci(P95), sub.ci(THR)
+            spread.append({"condition": name, "arm": a.label, "family": a.family, "p95_mean": p[0], "p95_ci_low": p[1],
+                           "p95_ci_high": p[2], "throughput_mean": t[0], "throughput_ci_low": t[1],
+                           "throughput_ci_high": t[2], "bound_p95": (sum(m.bound_p95[sl]) / k) if m.bound_p95 else None})
+    judge_conditions(ans, m.arms, groups, rule, ref_label if reference is not None else None, defaults,
+                     m.bound_p95 or None, scenario.slo_p95_ms)
     from simlab.decision.answer import sentence
 
     ans.sentence = record.verdict = sentence(ans)
@@ -117,13 +116,10 @@ def main(args) -> int:
     best.unlink(missing_ok=True)
     candidate.unlink(missing_ok=True)
     code = 0
-    # export gate: deployable, and no static cap dominates it over the pooled held-out traffic (paired CIs);
-    # per-condition dominance ("holds on k of n") is reported: no single cap is best at every load
-    # (by static caps the rule itself could have chosen: its P95 tie set; "not measurably worse" does not chain)
-    pooled_dominated = ans.chosen is not None and any(
-        dominated_by(by[ans.chosen], a, rule.level) for a in m.arms
-        if a.family == "static" and a.label != ans.chosen and a.label in record.p95_ties)
-    if ans.chosen is not None and ans.chosen_family in ("static", "adaptive") and not pooled_dominated:
+    # export gate: deployable, and no single static cap dominates it across the held-out conditions (paired CIs
+    # pooled, and not measurably worse on any one condition: rule.dominated_across); per-condition dominance
+    # ("k of n") is reported beside it, since no single cap need be best at every load
+    if ans.chosen is not None and ans.chosen_family in ("static", "adaptive") and not ans.dominated_across_by:
         atomic_write_text(best, json.dumps(ans.chosen_options, indent=2) + "\n")
     else:
         code = 3
@@ -131,9 +127,19 @@ def main(args) -> int:
             atomic_write_text(candidate, json.dumps(ans.chosen_options, indent=2) + "\n")
     figs = []
     try:
-        from simlab.plots.decision import decision_figures
+        from simlab.experiments.runner import Job, run_jobs
+        from simlab.plots.decision import burst_arms, decision_figures
 
-        figs = decision_figures(out, record, spread, scenario, base)
+        # the burst figure needs the time series of two runs (the sweep keeps only summaries): run them again,
+        # the first held-out condition and seed, with their series kept
+        adaptive, static = burst_arms(record, spread)
+        burst = None
+        if adaptive and static:
+            opts = {sp.label: sp.options for sp in specs}
+            burst = out / "burst"
+            run_jobs(held[0].apply(scenario), [Job(a, opts[a], seeds[0], keep_tasks=True, tasks_format="none")
+                                               for a in (adaptive, static)], burst, 1, False)
+        figs = decision_figures(out, record, spread, scenario, base, seeds, burst)
     except Exception as exc:  # a figure must never cost the answer
         print(f"warning: decision figures failed: {exc}", file=sys.stderr)
     write_report(out, scenario, ans, record, spread, held, search, seeds, tuned_note, figs)
@@ -143,7 +149,7 @@ def main(args) -> int:
     if code:
         why = ans.reason if ans.chosen is None else (
             "the choice is not a production setting" if ans.chosen_family not in ("static", "adaptive")
-            else "a static cap dominates the choice on the pooled held-out traffic")
+            else f"static cap {', '.join(ans.dominated_across_by)} dominates the choice across the held-out conditions")
         print(f"not exported: {why}; candidate (if any): {candidate}", file=sys.stderr)
     return code
 
@@ -192,6 +198,18 @@ def write_report(out: Path, scenario, ans, record, spread, held, search, seeds, 
         if r["arm"] in (ans.chosen, ans.best_static, "adaptive-tuned", "adaptive-defaults"):
             b = f"{r['bound_p95']:,.0f}" if r["bound_p95"] is not None else ""
             lines.append(f"| {r['condition']} | {r['arm']} | {ci(r, 'p95')} | {ci(r, 'throughput')} | {b} |")
+    if ans.held_out_total:
+        across = (f"static cap {', '.join(ans.dominated_across_by)} dominates the choice" if ans.dominated_across_by
+                  else "no single static cap dominates the choice")
+        lines += ["", "## Is the choice dominated by a static cap on held-out traffic?", "",
+                  f"Across the {ans.held_out_total} held-out conditions: {across}. A cap dominates across conditions "
+                  "when, pooled over every held-out unit (condition x seed), it is measurably better on one axis and not "
+                  "measurably worse on the other (paired 95% CIs), and on no single condition measurably worse on "
+                  "either axis. Per condition (its seeds alone):", "",
+                  "| condition | best static cap there (same rule) | static caps dominating the choice there |",
+                  "|---|---|---|"]
+        for c, caps in ans.dominated_on_condition.items():
+            lines.append(f"| {c} | {ans.best_static_by_condition.get(c) or '–'} | {', '.join(caps) or 'none'} |")
     for f in figs:
         lines += ["", f"![{f.stem}](figures/{f.name})"]
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")

@@ -84,25 +84,39 @@ def run(scenario, args) -> tuple[int, dict | None]:
     seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
     progress = not args.quiet
 
-    ctx = TuneContext(scenario, base, space, storage, args.study or scenario.name, seeds)
+    from simlab.world.conditions import split
+
+    search_conds, held_conds = split(scenario)
+    ctx = TuneContext(scenario, base, space, storage, args.study or scenario.name, seeds,
+                      search_worlds=[(c.name, c.apply(scenario)) for c in search_conds],
+                      holdout_worlds=[(c.name, c.apply(scenario)) for c in held_conds])
+    for name, world in ctx.holdout_worlds:  # held-out conditions may carry more load than the scenario itself
+        if name != "base" and not getattr(args, "capacity_checked", False):
+            capacity_check(world, label=f"held-out condition {name}")
     ctx.identity = {
         "simlab_objective": f"{tune.mode}:{tune.objective}",
         "simlab_scenario": scenario.name,
         **_setup_identity(scenario, base, space, seeds),
     }
+    if len(ctx.search_worlds) > 1 or ctx.search_worlds[0][0] != "base":
+        ctx.identity["simlab_search_conditions"] = ",".join(n for n, _ in ctx.search_worlds)
     refuse_changed_study(ctx)  # before any work: a study made from other inputs is never resumed
 
     # The reference arm's batch throughput on the search seeds: the constraint's yardstick; and the interactive
     # P95 with batch absent, the floor no options can go below.
     reference = base.with_changes(policy=tune.reference)
-    jobs = [Job("reference", reference, s) for s in seeds]
-    if {w.kind for w in scenario.workload} == {"interactive", "batch"}:
-        jobs += [Job("bound-no-batch", base.with_changes(policy="unscheduled"), s, "no-batch") for s in seeds]
-    ran = run_jobs(scenario, jobs, out / "search", workers, progress)
-    ref = ran[: len(seeds)]
+    ref, bounds = [], []
+    for name, world in ctx.worlds():
+        jobs = [Job("reference", reference, s) for s in seeds]
+        if {w.kind for w in scenario.workload} == {"interactive", "batch"}:
+            jobs += [Job("bound-no-batch", base.with_changes(policy="unscheduled"), s, "no-batch") for s in seeds]
+        folder = out / "search" if len(ctx.worlds()) == 1 and name == "base" else out / "search" / name
+        ran = run_jobs(world, jobs, folder, workers, progress)
+        ref += ran[: len(seeds)]
+        bounds += ran[len(seeds):]
     ctx.reference_throughput = sum(m["batch_throughput_per_min"] for m in ref) / len(ref)
-    ctx.reference_per_seed = [m["batch_throughput_per_min"] for m in ref]  # pairs the constraint per seed
-    floor = bound_warning(scenario, ran[len(seeds):])
+    ctx.reference_per_seed = [m["batch_throughput_per_min"] for m in ref]  # pairs the constraint per unit
+    floor = bound_warning(scenario, bounds)
     if floor is not None:
         warn(floor)
     unreachable = cap.slo_unreachable or floor is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simlab.decision.answer import AnswerRecord, answer, save_decision
+from simlab.decision.answer import AnswerRecord, answer, save_decision, sentence
 from simlab.decision.frontier import frontier_specs, measure, production_options
 from simlab.decision.rule import P95, THR, Arm, DecisionRecord
 from simlab.experiments.tables import csv_text
@@ -52,6 +52,7 @@ def ab_decision(scenario, options, result, out: Path | None, workers: int = 1,
     bound = [m[P95] for m in result.bounds if m["policy"] == "bound-no-batch"]
     defaults = _options(options.with_changes(policy="adaptive")) if options.batch_max_concurrency is not None else {}
     ans, record = answer(scenario.name, arms, rule, reference, defaults, bound or None, scenario.slo_p95_ms)
+    ans.sentence = record.verdict = sentence(ans, "the A/B's options")  # ab exports no options file
     if out is not None:
         ans.save(out / "answer.json")
         save_decision(record, out / "decision.json")

@@ -2,47 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
-from simlab.decision.rule import Arm, DecisionRecord, decide, dominated_by
+from simlab import records
+from simlab.decision.rule import Arm, decide, dominated_across, dominated_by
 from simlab.experiments.stats import mean_ci
+from simlab.records import AnswerRecord, DecisionRecord
 
-
-@dataclass
-class AnswerRecord:
-    """Everything the one-line answer says, as numbers (JSON save/load; renderers format it)."""
-
-    scenario: str
-    rule: str
-    chosen: str | None
-    chosen_family: str | None
-    chosen_options: dict | None
-    p95: tuple[float, float, float] | None  # mean, CI low, CI high
-    throughput: tuple[float, float, float] | None
-    bound_p95: float | None
-    best_static: str | None
-    best_static_p95: tuple[float, float, float] | None
-    best_static_throughput: tuple[float, float, float] | None
-    adaptive_dominated_by_static: list[str] = field(default_factory=list)  # adaptive arms a static cap dominates
-    held_out_total: int = 0  # held-out traffic conditions judged
-    held_out_holds: int = 0  # ... on which the choice is not dominated by any static cap
-    reason: str = ""
-    sentence: str = ""
-
-    def save(self, path: Path) -> None:
-        atomic_write_text(path, json.dumps(asdict(self), indent=1, default=float))
-
-    @classmethod
-    def load(cls, path: Path) -> "AnswerRecord":
-        data = json.loads(Path(path).read_text())
-        for k in ("p95", "throughput", "best_static_p95", "best_static_throughput"):
-            if data.get(k) is not None:
-                data[k] = tuple(data[k])
-        return cls(**data)
+__all__ = ["AnswerRecord", "DecisionRecord", "answer", "judge_conditions", "load_decision", "save_decision", "sentence"]
 
 
 def _cap(label: str | None) -> str:
@@ -59,8 +27,19 @@ def _ci(t) -> str:
 def sentence(a: AnswerRecord, options_file: str = "best-options.json") -> str:
     if a.chosen is None:
         return f"No recommendation: {a.reason}."
-    held = (f"; taken one by one, {a.held_out_holds} of {a.held_out_total} held-out traffic conditions have no static cap "
-            "that dominates it there" if a.held_out_total else "")
+    held = ""
+    if a.held_out_total:
+        if a.dominated_across_by:
+            held = (f"; but static cap {', '.join(_cap(x) for x in a.dominated_across_by)} dominates it across the "
+                    f"{a.held_out_total} held-out traffic conditions")
+        else:
+            held = f"; no single static cap dominates it across the {a.held_out_total} held-out traffic conditions"
+        held += (f" (taken one by one, {a.held_out_holds} of {a.held_out_total} have no static cap that dominates it "
+                 "there)")
+        caps = {c: x for c, x in a.best_static_by_condition.items() if x}
+        if len(set(caps.values())) > 1:
+            held += ("; the best static cap differs by condition (" + ", ".join(f"{c}: {_cap(x)}" for c, x in caps.items())
+                     + "), so a fixed cap must pick one")
     bound = f" (bound {a.bound_p95:,.0f})" if a.bound_p95 is not None and math.isfinite(a.bound_p95) else ""
     if a.chosen_family == "static":
         extra = ""
@@ -108,8 +87,32 @@ def answer(scenario_name: str, arms: list[Arm], rule, reference: Arm | None, def
 
 
 def save_decision(record: DecisionRecord, path: Path) -> None:
-    atomic_write_text(path, json.dumps(asdict(record), indent=1, default=float))
+    records.save(record, Path(path).parent, Path(path).name)
 
 
 def load_decision(path: Path) -> DecisionRecord:
-    return DecisionRecord(**json.loads(Path(path).read_text()))
+    return records.load(path, DecisionRecord.KIND)
+
+
+def judge_conditions(ans: AnswerRecord, arms: list[Arm], groups: dict[str, slice], rule, reference_label: str | None,
+                     defaults: dict, bound_p95: list[float] | None = None, slo_ms: float | None = None) -> None:
+    """Fill the per-condition verdicts of `ans`: on each held-out condition (its units: `groups[name]`) which
+    static caps dominate the choice and which cap the rule picks among static caps alone; and the caps that
+    dominate it across all the held-out conditions (the export gate)."""
+    if ans.chosen is None:
+        return
+    by = {a.label: a for a in arms}
+    chosen = by[ans.chosen]
+    statics = [a for a in arms if a.family == "static" and a.label != ans.chosen]
+    ans.held_out_total = ans.held_out_holds = 0
+    for name, g in groups.items():
+        sub = {a.label: Arm(a.label, a.options, a.p95[g], a.throughput[g], a.family) for a in arms}
+        beaten = [s.label for s in statics if dominated_by(sub[ans.chosen], sub[s.label], rule.level)]
+        ans.dominated_on_condition[name] = beaten
+        ans.held_out_total += 1
+        ans.held_out_holds += not beaten
+        only = [x for x in sub.values() if x.family == "static"]
+        ref = sub.get(reference_label) if reference_label else None
+        bound = bound_p95[g] if bound_p95 else None
+        ans.best_static_by_condition[name] = decide(only, rule, ref, defaults, bound, slo_ms).chosen if only else None
+    ans.dominated_across_by = [s.label for s in statics if dominated_across(chosen, s, list(groups.values()), rule.level)]

@@ -17,11 +17,12 @@ rounder values. Nothing here runs a simulation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from simlab.experiments.stats import mean_ci, paired
+from simlab.records import DecisionRecord
 
 P95, THR = "interactive_p95_ms", "batch_throughput_per_min"
 
@@ -38,20 +39,6 @@ class Arm:
 
     def ci(self, which: str, level: float = 0.95) -> tuple[float, float, float]:
         return mean_ci(self.p95 if which == P95 else self.throughput, level)
-
-
-@dataclass
-class DecisionRecord:
-    """What the rule chose and why: a plain record (JSON-able) that reports render."""
-
-    rule: str
-    chosen: str | None
-    reason: str
-    feasible: list[str] = field(default_factory=list)
-    p95_ties: list[str] = field(default_factory=list)
-    ranking: list[dict] = field(default_factory=list)  # every arm: means, CIs, paired vs chosen, flags
-    best_static: str | None = None
-    verdict: str = ""
 
 
 def _round_score(value) -> float:
@@ -176,3 +163,18 @@ def dominated_by(arm: Arm, other: Arm, level: float = 0.95) -> bool:
     better_p95, worse_p95 = _significant_below(d), _significant_above(d)
     better_thr, worse_thr = _significant_above(t), _significant_below(t)
     return (better_p95 and not worse_thr) or (better_thr and not worse_p95)
+
+
+def dominated_across(arm: Arm, other: Arm, groups: list[slice], level: float = 0.95) -> bool:
+    """`other` dominates `arm` across traffic conditions (each group: one condition's units): over all the units
+    it is measurably better on one axis and not measurably worse on the other (`dominated_by`, paired CIs), and
+    on no single condition is it measurably worse on either axis. A cap that wins on the pooled traffic but
+    loses measurably at some load level is a trade-off across conditions, not a domination."""
+    if not dominated_by(arm, other, level):
+        return False
+    for g in groups:
+        d = paired(other.p95[g], arm.p95[g], level)
+        t = paired(other.throughput[g], arm.throughput[g], level)
+        if _significant_above(d) or _significant_below(t):
+            return False
+    return True

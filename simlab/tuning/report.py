@@ -105,6 +105,8 @@ def figures(ctx: TuneContext, study, out: Path) -> list[str]:
         for ax in axes:
             for loc in ("left", "center", "right"):
                 ax.set_title("", loc=loc)
+            if ax.get_xscale() == "log":  # Optuna's 2x10^3 3x10^3 ... minor labels run into each other
+                compact_log_ticks(ax.xaxis)
             lo, hi = ax.get_ylim()
             mid, need = (lo + hi) / 2, 0.1 * abs((lo + hi) / 2)
             if ax.get_yscale() == "linear" and ax.get_ylabel() and 0 < hi - lo < need:
@@ -148,6 +150,20 @@ def figures(ctx: TuneContext, study, out: Path) -> list[str]:
         elif done:
             keep(tradeoff_figure(ctx, study, done), "pareto_front")
     return made
+
+
+def compact_log_ticks(axis) -> None:
+    """Log-axis ticks at 1, 2, 5 x 10^k (1, 3 x 10^k over two decades, powers of ten beyond), written short: 2k."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    decades = math.log10(hi / lo) if lo > 0 and hi > 0 else 99
+    subs = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 2.5 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def tradeoff_figure(ctx: TuneContext, study, done):
@@ -209,6 +225,8 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         decision=decide(ctx.tune.objective.upper(), ctx.tune.reference, summary, pick),
         best_options=_production(pick["options"]) if pick is not None and pick["meets_constraint"] else None,
         figures=list(figs),
+        search_conditions=[n for n, _ in ctx.worlds()],
+        holdout_conditions=[n for n, _ in ctx.worlds(held=True)],
     )
 
 
@@ -225,7 +243,10 @@ def write_report(ctx: TuneContext, study, out: Path, summary: list[dict], note: 
 
 def intro_text(r: TuneRecord) -> str:
     return (f"{r.trials} trials ({r.trials_complete} complete, {r.trials_feasible} feasible) of the adaptive policy, "
-            f"each on the same {len(r.seeds)} seeds ({r.seeds[0]}..{r.seeds[-1]}). Objective: mean interactive "
+            f"each on the same {len(r.seeds)} seeds ({r.seeds[0]}..{r.seeds[-1]})"
+            + (f" x {len(r.search_conditions)} traffic conditions ({', '.join(r.search_conditions)})"
+               if r.search_conditions != ["base"] else "")
+            + ". Objective: mean interactive "
             f"{r.metric}" + (" and batch throughput (Pareto front)" if r.mode == "multi" else "")
             + f", subject to batch throughput >= {r.throughput_fraction:g} x the `{r.reference}` arm at the "
             f"production options ({fmt_num(r.reference_throughput_per_min)} jobs/min on the search seeds). The "
@@ -238,7 +259,9 @@ def space_text(r: TuneRecord) -> str:
 
 
 def holdout_heading(r: TuneRecord) -> str:
-    return f"Held-out validation ({len(r.holdout_seeds)} fresh seeds from {r.holdout_seeds[0]})"
+    held = ("" if r.holdout_conditions == r.search_conditions else
+            f" x {len(r.holdout_conditions)} held-out traffic conditions ({', '.join(r.holdout_conditions)})")
+    return f"Held-out validation ({len(r.holdout_seeds)} fresh seeds from {r.holdout_seeds[0]}{held})"
 
 
 def validation_table(r: TuneRecord):
@@ -273,7 +296,7 @@ def tune_blocks(r: TuneRecord, level: int = 2) -> list:
     if r.note:
         blocks.append(Paragraph(f"**{r.note}.**"))
     blocks += [Heading(level, holdout_heading(r)), validation_table(r),
-               Paragraph("Search: the mean over the search seeds. Held-out: fresh seeds the search never saw, 95% CI "
+               Paragraph("Search: the mean over the search seeds (and conditions). Held-out: fresh seeds (and held-out traffic conditions) the search never saw, 95% CI "
                          "in brackets. `defaults`: the production options; `reference`: the arm the throughput "
                          "constraint is measured against; `bound-no-batch`: batch absent, the floor for any "
                          "scheduler.", small=True),

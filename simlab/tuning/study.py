@@ -45,6 +45,20 @@ class TuneContext:
     seeds: list[int]
     reference_throughput: float = math.nan
     identity: dict = field(default_factory=dict)
+    # traffic conditions (simlab/world/conditions.py), each the scenario transformed: a trial runs on every
+    # search condition x search seed; validation on every held-out condition x held-out seed (never a searched one
+    # when there are two conditions or more). Empty: the scenario itself.
+    search_worlds: list = field(default_factory=list)  # [(condition name, Scenario)]
+    holdout_worlds: list = field(default_factory=list)
+
+    def worlds(self, held: bool = False) -> list:
+        w = self.holdout_worlds if held else self.search_worlds
+        return w or [("base", self.scenario)]
+
+    def units(self, held: bool = False) -> list[tuple[str, int]]:
+        """(condition, seed) in the order every per-unit list follows."""
+        seeds = holdout_seeds_of(self) if held else self.seeds
+        return [(name, s) for name, _ in self.worlds(held) for s in seeds]
 
     @property
     def tune(self):
@@ -53,6 +67,10 @@ class TuneContext:
     @property
     def multi(self) -> bool:
         return self.tune.mode == "multi"
+
+
+def holdout_seeds_of(ctx) -> list[int]:
+    return list(range(ctx.tune.holdout_first_seed, ctx.tune.holdout_first_seed + ctx.tune.holdout_seeds))
 
 
 def constraint_of(trial) -> list[float]:
@@ -218,7 +236,7 @@ def evaluate(ctx: TuneContext, number: int) -> None:
     else:
         options = options_for(ctx.base, trial.params, ctx.scenario)
     metric = OBJECTIVE_METRIC[ctx.tune.objective]
-    per_seed = [execute(ctx.scenario, Job(f"trial-{number}", options, s), None) for s in ctx.seeds]
+    per_seed = [execute(world, Job(f"trial-{number}", options, s), None) for _, world in ctx.worlds() for s in ctx.seeds]
     objective = [m[metric] for m in per_seed]
     throughput = [m["batch_throughput_per_min"] for m in per_seed]
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731  (plain mean: reproducible to the bit)

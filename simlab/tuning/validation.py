@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from simlab.experiments.runner import Job, run_jobs
 from simlab.experiments.stats import intervals_overlap, mean_ci, paired
 from simlab.policies import SchedulerOptions, options_from_dict
-from simlab.tuning.study import OBJECTIVE_METRIC, TuneContext
+from simlab.tuning.study import OBJECTIVE_METRIC, TuneContext, holdout_seeds_of
 
 MAX_PARETO = 8
 
@@ -89,7 +89,7 @@ def pick_best(ctx: TuneContext, trials):
         by[label] = t
     if not arms:
         return None
-    ref_per_seed = getattr(ctx, "reference_per_seed", None) or [ctx.reference_throughput] * len(ctx.seeds)
+    ref_per_seed = getattr(ctx, "reference_per_seed", None) or [ctx.reference_throughput] * len(ctx.units())
     reference = Arm("reference", {}, [math.nan] * len(ref_per_seed), list(ref_per_seed), "baseline")
     rule = ctx.scenario.decision.model_copy(update={"throughput_fraction": ctx.tune.throughput_fraction})
     record = decide(arms, rule, reference, ctx.base.to_json_dict(), None, ctx.scenario.slo_p95_ms)
@@ -97,18 +97,24 @@ def pick_best(ctx: TuneContext, trials):
 
 
 def holdout_seeds(ctx: TuneContext) -> list[int]:
-    return list(range(ctx.tune.holdout_first_seed, ctx.tune.holdout_first_seed + ctx.tune.holdout_seeds))
+    return holdout_seeds_of(ctx)
 
 
 def validate(ctx: TuneContext, candidates: list[Candidate], out: Path, workers: int, progress: bool) -> tuple[list[dict], list[dict]]:
-    """Per-seed rows and a per-candidate summary with 95% CIs and the change against the defaults."""
+    """Per-unit rows (held-out condition x held-out seed) and a per-candidate summary with 95% CIs (paired on
+    the units) and the change against the defaults."""
     seeds = holdout_seeds(ctx)
-    jobs = [Job(c.label, c.options, s, "no-batch" if c.label == "bound-no-batch" else "") for c in candidates for s in seeds]
-    metrics = run_jobs(ctx.scenario, jobs, out / "validation", workers, progress)
+    worlds = ctx.worlds(held=True)
+    pairs = []
+    for name, world in worlds:
+        jobs = [Job(c.label, c.options, s, "no-batch" if c.label == "bound-no-batch" else "") for c in candidates for s in seeds]
+        folder = out / "validation" if len(worlds) == 1 and name == "base" else out / "validation" / name
+        pairs += [(name, j, m) for j, m in zip(jobs, run_jobs(world, jobs, folder, workers, progress))]
     metric = OBJECTIVE_METRIC[ctx.tune.objective]
     rows = [
         {
             "config": j.label,
+            "condition": name,
             "seed": j.seed,
             "interactive_p50_ms": m["interactive_p50_ms"],
             "interactive_p95_ms": m["interactive_p95_ms"],
@@ -116,7 +122,7 @@ def validate(ctx: TuneContext, candidates: list[Candidate], out: Path, workers: 
             "batch_throughput_per_min": m["batch_throughput_per_min"],
             "stranded": m["stranded"],
         }
-        for j, m in zip(jobs, metrics)
+        for name, j, m in pairs
     ]
     by = {c.label: [r for r in rows if r["config"] == c.label] for c in candidates}
     ref_per_seed = [r["batch_throughput_per_min"] for r in by["reference"]]

@@ -4,7 +4,9 @@ On a trace scenario the seed changes only the batch draws, so held-out seeds do 
 condition is the scenario transformed (so every run stays keyed by its scenario, and bound runs see the
 same transformed traffic): another window of each trace (time shift), a block-bootstrap resample of each
 trace (keeps its bursts), an interactive load multiplier (rates scaled for synthetic processes, thinning or
-superposition of shifted copies for traces, users scaled for closed loops), the batch arrivals delayed.
+superposition of shifted copies for traces, users scaled for closed loops), a diurnal profile on the
+interactive arrivals (thinning against a sine of period `diurnal_period_ms`, default the run's duration:
+the mean load is kept, peaks reach 1 + amplitude), the batch arrivals delayed.
 
 The scenario's `[conditions]` table lists them; the first `search` conditions are searched on, the others
 are held out. "base" (the scenario as written) is always first.
@@ -19,9 +21,10 @@ from simlab.scenario import ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, T
 
 @dataclass(frozen=True)
 class Condition:
-    name: str  # used in tables and run folders: "base", "shift-600s", "resample-2", "load-x1.5", "batch-at-60s"
-    kind: str  # base | shift | resample | load | batch_at
+    name: str  # tables and run folders: "base", "shift-600s", "resample-2", "load-x1.5", "diurnal-a0.5", "batch-at-60s"
+    kind: str  # base | shift | resample | load | diurnal | batch_at
     value: float
+    period_ms: float | None = None  # diurnal only (None: the scenario's duration)
 
     def apply(self, scenario: Scenario) -> Scenario:
         if self.kind == "base":
@@ -36,6 +39,8 @@ class Condition:
                 w = w.model_copy(update={"arrivals": a.model_copy(update={"resample_block_ms": block, "resample": int(self.value)})})
             elif self.kind == "load" and w.kind == "interactive":
                 w = _scaled(w, self.value)
+            elif self.kind == "diurnal" and w.kind == "interactive" and not isinstance(a, ClosedLoop):
+                w = w.model_copy(update={"diurnal_amplitude": self.value, "diurnal_period_ms": self.period_ms})
             elif self.kind == "batch_at" and w.kind == "batch":
                 w = w.model_copy(update={"shift_ms": w.shift_ms + self.value})
             work.append(w)
@@ -68,13 +73,17 @@ def conditions_of(scenario: Scenario) -> list[Condition]:
         out += [Condition(f"shift-{_s(v)}", "shift", v) for v in c.time_shifts_ms if v != 0]
         out += [Condition(f"resample-{i + 1}", "resample", i + 1) for i in range(c.resamples)]
     out += [Condition(f"load-x{v:g}", "load", v) for v in c.load if v != 1]
+    if any(w.kind == "interactive" and not isinstance(w.arrivals, ClosedLoop) for w in scenario.workload):
+        out += [Condition(f"diurnal-a{v:g}", "diurnal", v, c.diurnal_period_ms) for v in c.diurnal]
     out += [Condition(f"batch-at-{_s(v)}", "batch_at", v) for v in c.batch_at_ms if v != 0]
     return out
 
 
 def split(scenario: Scenario) -> tuple[list[Condition], list[Condition]]:
-    """(search conditions, held-out conditions). With a single condition it is both (seeds then hold out)."""
+    """(search conditions, held-out conditions): disjoint whenever there are two conditions or more (the
+    search keeps at least one out). With a single condition it is both, and only held-out seeds hold out."""
     every = conditions_of(scenario)
-    n = min(scenario.conditions.search, len(every))
-    search, held = every[:n], every[n:]
-    return search, (held or search)
+    if len(every) == 1:
+        return every, every
+    n = min(scenario.conditions.search, len(every) - 1)
+    return every[:n], every[n:]

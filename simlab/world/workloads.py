@@ -207,11 +207,21 @@ def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generato
     return out["arrival_ms"].to_numpy(dtype=float)
 
 
-def load_and_shift(times: np.ndarray, load: float, shift_ms: float, span_ms: float, rng: np.random.Generator):
+def load_and_shift(times: np.ndarray, load: float, shift_ms: float, span_ms: float, rng: np.random.Generator,
+                   diurnal: tuple[float, float, float] | None = None):
     """Arrival times after a load multiplier and a delay, and for each the index of the task it copies and
     the copy number. Below 1: independent thinning. Above 1: the whole stream plus copies of itself shifted
-    cyclically by a random offset over [0, span) (superposition keeps each copy's bursts), the last copy thinned."""
+    cyclically by a random offset over [0, span) (superposition keeps each copy's bursts), the last copy thinned.
+    `diurnal` (amplitude, period, phase): the load is raised to load x (1 + amplitude), then each arrival at
+    time t is kept with probability (1 + amplitude sin(2 pi (t - phase) / period)) / (1 + amplitude), so the
+    rate follows the profile and its mean over whole periods stays load x the original."""
     n = len(times)
+    amp = diurnal[0] if diurnal else 0.0
+    if amp > 0:
+        t, i, c = load_and_shift(times, load * (1 + amp), 0.0, span_ms, rng)
+        _, period, phase = diurnal
+        keep = rng.uniform(0, 1, len(t)) * (1 + amp) < 1 + amp * np.sin(2 * np.pi * (t - phase) / period)
+        return t[keep] + shift_ms, i[keep], c[keep]
     if load == 1.0 and shift_ms == 0.0:
         return times, np.arange(n), np.zeros(n, dtype=int)
     span = max(span_ms, float(times.max()) + 1.0) if n else span_ms
@@ -286,7 +296,9 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
             prompt = np.maximum(1, np.rint(make_sampler(w.prompt_tokens, resolve)(stream(seed, wkey, PROMPT), n)))
             output = np.maximum(1, np.rint(make_sampler(w.output_tokens, resolve)(stream(seed, wkey, OUTPUT), n)))
         # the k-th task keeps its own draws whatever the load: thinning and copies act on whole tasks
-        times, src, copy = load_and_shift(times, w.load, w.shift_ms, scenario.duration_ms, stream(seed, wkey, LOAD))
+        diurnal = (w.diurnal_amplitude, w.diurnal_period_ms or scenario.duration_ms, w.diurnal_phase_ms)
+        times, src, copy = load_and_shift(times, w.load, w.shift_ms, scenario.duration_ms, stream(seed, wkey, LOAD),
+                                          diurnal if w.diurnal_amplitude > 0 else None)
         src = np.asarray(src, dtype=np.int64)
         if ids is not None or copy.any():  # explicit ids: a trace's, or LABEL-N*C for load copies
             base = [ids[k] if ids is not None else f"{label}-{k}" for k in src.tolist()]
