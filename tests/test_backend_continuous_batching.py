@@ -146,7 +146,10 @@ class Harness:
 
 
 def check_against_naive(h: Harness, step_ms, cfg):
-    reqs = [(now, t.prompt_tokens, t.output_tokens) for now, t in h.dispatched]
+    front, free, reqs = cfg.step.request_ms, 0.0, []  # the front end handles one request at a time
+    for now, t in h.dispatched:
+        free = max(now, free) + front if front else now
+        reqs.append((free, t.prompt_tokens, t.output_tokens))
     expect = naive(reqs, cfg.max_num_seqs, cfg.max_batched_tokens, step_ms)
     assert len(h.ended) == len(h.dispatched)
     assert len({id(t) for t in h.ended}) == len(h.ended)
@@ -277,6 +280,28 @@ def test_interference_batch_in_flight_slows_interactive_with_free_slots():
     assert totals[-1] > 3 * totals[0]
 
 
+def test_front_end_handles_one_request_at_a_time():
+    """Three requests dispatched at once reach the engine 40, 80 and 120 ms later."""
+    cfg = config(8, base_ms=10, per_token_ms=0, per_seq_ms=0, request_ms=40)
+    h = Harness(cfg).at([task(i, 0, 10, 1) for i in range(3)]).run()
+    assert [t.start_ms for t in h.ended] == [40, 80, 120]
+    assert [t.end_ms for t in h.ended] == [50, 90, 130]
+
+
+def test_front_end_latency_delays_the_engine_not_the_slot():
+    """request_ms: the request reaches the iteration loop that long after dispatch; it counts as waiting."""
+    cfg = config(4, base_ms=10, per_token_ms=0.1, per_seq_ms=1, request_ms=40)
+    h = Harness(cfg).at([task(0, 0, 100, 3)])
+    h.run(until=39.0)
+    assert h.backend.waiting() == 1 and h.backend.busy() == 0
+    h.run()
+    t = h.ended[0]
+    assert t.start_ms == 40
+    first = 40 + 10 + 0.1 * 100 + 1  # front end, then one prefill iteration
+    assert t.ttft_ms == pytest.approx(first)
+    assert t.end_ms == pytest.approx(first + 2 * (10 + 0.1 + 1))
+
+
 def test_profile_interpolates_and_clamps():
     cfg = config(8, base_ms=99, per_token_ms=0.5)  # base_ms is unused with a profile
     h = Harness(cfg, profile=([2, 4], [10.0, 20.0]))
@@ -349,6 +374,7 @@ def cases(draw):
         profile = ([1, 2, 4, 8], ys)
         step = dict(base_ms=1.0, per_token_ms=per_token)
         step_fn = profiled(*profile, per_token)
+    step["request_ms"] = draw(st.sampled_from([0.0, 0.0, 2.5, 10.0, 37.25]))
     chain = draw(st.booleans())
     return reqs, followers, max_seqs, max_tokens, step, profile, step_fn, chain
 
@@ -386,6 +412,7 @@ def test_matches_naive_simulator_on_random_floats():
             base_ms=float(rng.uniform(1, 30)),
             per_token_ms=float(rng.uniform(0, 0.05)),
             per_seq_ms=float(rng.uniform(0, 3)),
+            request_ms=float(rng.uniform(0, 50)) if seed % 3 == 0 else 0.0,
         )
         tasks = [task(i, t, int(rng.integers(1, 1500)), int(rng.integers(1, 300))) for i, t in enumerate(times)]
         h = Harness(cfg).at(tasks, chain=bool(seed % 2)).run()

@@ -88,17 +88,21 @@ def test_cap_memo_changes_no_decision():
         def run(memo):
             from simlab.policies import adaptive
 
+            seen = []
             original = adaptive.Adaptive.__init__
 
             def init(self, *a, **k):
                 original(self, *a, **k)
-                self._memo = self._memo and memo
+                seen.append(self._memo)
 
             adaptive.Adaptive.__init__ = init
+            adaptive.MEMO = memo
             try:
                 r = replay([Task(*x) for x in tasks], o)
             finally:
                 adaptive.Adaptive.__init__ = original
+                adaptive.MEMO = True
+            assert seen == [memo]
             return [(x.start_ms, x.end_ms) for x in r.tasks]
 
         assert run(True) == run(False), f"case {case}"
@@ -123,3 +127,25 @@ def test_summary_reads_columns():
     r = Engine(s, s.options("adaptive"), 1).run()
     m = summarize(r, s.slo_p95_ms)
     assert m["interactive_completed"] + m["batch_completed"] == int((r.table["outcome"] == 1).sum())
+
+
+def test_decide_on_a_dask_cluster_gives_the_same_answer(tmp_path):
+    """`simlab decide --scheduler-address`: the held-out sweep through Dask, every output file as run locally."""
+    distributed = pytest.importorskip("distributed")
+    from tests.helpers import simlab
+    from tests.test_decision import SMALL
+
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(SMALL)
+    local = simlab("decide", scen, "--trials", "0", "--out", tmp_path / "local", "--quiet", check=False)
+    assert local.returncode in (0, 3), local.stderr
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        remote = simlab("decide", scen, "--trials", "0", "--out", tmp_path / "dask", "--quiet",
+                        "--scheduler-address", cluster.scheduler_address, check=False)
+    assert remote.returncode == local.returncode, remote.stderr
+    assert remote.stdout.replace(str(tmp_path / "dask"), "OUT") == local.stdout.replace(str(tmp_path / "local"), "OUT")
+    files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
+    assert any(p.parts[0] == "heldout" for p in files)
+    for rel in files:
+        a, b = (tmp_path / "local" / rel).read_bytes(), (tmp_path / "dask" / rel).read_bytes()
+        assert a.replace(str(tmp_path / "local").encode(), b"OUT") == b.replace(str(tmp_path / "dask").encode(), b"OUT"), rel

@@ -13,7 +13,7 @@ from simlab.world.backends.continuous_batching import read_profile
 
 EXAMPLE = ROOT / "scenarios" / "profiles" / "llama2-7b-a100-roofline.csv"
 MALFORMED = ROOT / "tests" / "malformed" / "fit"
-TRUE = np.array([10.0, 0.05, 0.2])  # base_ms, per_token_ms, per_seq_ms
+TRUE = np.array([10.0, 0.05, 0.2, 6.0])  # base_ms, per_token_ms, per_seq_ms, request_ms
 
 
 def synthetic_table(path, noise: float = 0.0, seed: int = 0):
@@ -43,6 +43,19 @@ def test_recovers_parameters_from_noisy_measurements(tmp_path):
     assert 0.005 < fit.mean_rel_error < 0.05
 
 
+def test_front_end_latency_is_told_apart_from_the_step(tmp_path):
+    """TTFT at two prompt lengths and one concurrency, plus decode rows: request_ms is its own parameter."""
+    path = tmp_path / "t.csv"
+    lines = ["batch_size,prompt_tokens,output_tokens,ttft_ms,tpot_ms"]
+    for p in (32, 1024):
+        for c in (1, 2, 4, 8, 16):
+            lines.append(f"{c},{p},64,{Row(0, 'ttft', c, p, 64, 1).predict(TRUE)!r},"
+                         f"{Row(0, 'tpot', c, p, 64, 1).predict(TRUE)!r}")
+    path.write_text("\n".join(lines) + "\n")
+    fit = fit_gpu(read_table(path))
+    assert fit.identifiable and fit.theta == pytest.approx(TRUE, rel=1e-6)
+
+
 def test_decode_only_table_is_not_identifiable(tmp_path):
     path = tmp_path / "steps.csv"
     path.write_text("batch_size,step_ms\n" + "".join(f"{b},{12 + 0.3 * b}\n" for b in (1, 2, 4, 8, 16, 32)))
@@ -50,6 +63,7 @@ def test_decode_only_table_is_not_identifiable(tmp_path):
     assert not fit.identifiable and fit.per_token_ms == 0
     assert fit.base_ms == pytest.approx(12) and fit.per_seq_ms == pytest.approx(0.3)
     assert any("cannot tell per-token from per-sequence" in n for n in fit.notes)
+    assert fit.request_ms == 0  # no row sees the front end
     fixed = fit_gpu(read_table(path), per_token_ms=0.1)
     assert fixed.per_token_ms == 0.1 and fixed.per_seq_ms == pytest.approx(0.2)
     assert fit.profile == [(b, pytest.approx(12 + 0.3 * b)) for b in (1, 2, 4, 8, 16, 32)]
@@ -61,12 +75,13 @@ def test_fitted_model_matches_the_backend(tmp_path):
     from simlab.scenario import scenario_from_dict
     from simlab.world.engine import Engine
 
-    base, per_token, per_seq = TRUE
+    base, per_token, per_seq, request = TRUE
     for c, p, o in ((1, 512, 64), (8, 512, 64), (32, 256, 128)):
         scenario = scenario_from_dict({
             "name": "load-test", "duration_ms": 120_000,
             "backend": {"kind": "continuous-batching", "max_num_seqs": 256,
-                        "step": {"base_ms": base, "per_token_ms": per_token, "per_seq_ms": per_seq}},
+                        "step": {"base_ms": base, "per_token_ms": per_token, "per_seq_ms": per_seq,
+                                 "request_ms": request}},
             "workload": [{"class": "interactive",
                           "arrivals": {"process": "closed-loop", "users": c, "think": {"dist": "exponential", "mean": 5}},
                           "prompt_tokens": {"dist": "constant", "value": p},
@@ -125,3 +140,22 @@ def test_bad_tables_exit_2(tmp_path, name, fragment):
     proc = simlab("calibrate-gpu", MALFORMED / name, "--out", tmp_path / "o", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith(f"error: {MALFORMED / name}") and fragment in proc.stderr
+
+
+def test_held_out_check_against_another_table(tmp_path):
+    """--check: the fit's error on an independent table, per concurrency, and the test-retest difference."""
+    fit_table = synthetic_table(tmp_path / "a.csv")
+    other = synthetic_table(tmp_path / "b.csv", noise=0.2, seed=5)
+    out = tmp_path / "gpu"
+    proc = simlab("calibrate-gpu", fit_table, "--check", other, "--out", out, "--no-figures")
+    assert "held-out check on" in proc.stdout and "NOT within 10%" in proc.stdout
+    rows = list(__import__("csv").DictReader(open(out / "check.csv")))
+    assert len(rows) == len(read_table(other))
+    for r in rows:  # the exact fit's error on the noisy table is exactly the noise, as is the retest difference
+        assert float(r["fitted"]) == pytest.approx(float(r["retest"]), rel=1e-6)
+        err, diff = float(r["relative_error"]), float(r["retest_difference"])
+        assert (1 + err) * (1 + diff) == pytest.approx(1, rel=1e-6)
+    same = tmp_path / "same"
+    proc = simlab("calibrate-gpu", fit_table, "--check", fit_table, "--out", same, "--no-figures")
+    assert "NOT within" not in proc.stdout and "mean |error| 0.0%" in proc.stdout
+    assert "Test-retest" in (same / "check.md").read_text()

@@ -8,6 +8,7 @@ import csv
 import json
 import shutil
 import textwrap
+import tomllib
 
 import pytest
 
@@ -17,7 +18,7 @@ from simlab.runtime.fake_engine import start_in_thread
 
 @pytest.fixture(scope="module")
 def engine():
-    url, eng, stop = start_in_thread(base_ms=4.0, per_seq_ms=0.5, per_token_ms=0.005, max_seqs=8)
+    url, eng, stop = start_in_thread(base_ms=4.0, per_seq_ms=0.5, per_token_ms=0.005, max_seqs=8, request_ms=12.0)
     yield url, eng
     stop()
 
@@ -38,16 +39,23 @@ def test_loadtest_table_and_fit(engine, tmp_path, capsys):
     url, eng = engine
     out = tmp_path / "lt"
     code = main(["loadtest", url, "--concurrency", "1,2,4", "--prompt-tokens", "16,400", "--output-tokens", "24",
-                 "--requests", "6", "--max-seconds", "20", "--out", str(out)])
+                 "--requests", "6", "--max-seconds", "20", "--rounds", "2", "--out", str(out)])
     assert code == 0
     rows = list(csv.DictReader(open(out / "loadtest.csv")))
     assert [(int(r["batch_size"]), int(r["prompt_tokens"])) for r in rows] == [(c, p) for p in (16, 400) for c in (1, 2, 4)]
+    for r in rows:  # the median of two rounds lies between them
+        assert r["rounds"] == "2" and int(r["requests"]) >= 12
+        assert float(r["tpot_min_ms"]) <= float(r["tpot_ms"]) <= float(r["tpot_max_ms"])
     steps = {int(r["batch_size"]): float(r["tpot_ms"]) for r in rows if r["prompt_tokens"] == "16"}
     # the stand-in's decode step is 4 + 0.5 C ms (+ the others' short prefills); sleeps only add
     for c, s in steps.items():
         assert 4 + 0.5 * c <= s * 1.02 and s < (4 + 0.5 * c) * 2.0
     tokens = list(csv.DictReader(open(out / "tokens.csv")))
-    assert len(tokens) >= 6 * 24 and {"gap_ms", "in_flight"} <= set(tokens[0])
+    assert len(tokens) >= 2 * 6 * 24 and {"round", "gap_ms", "in_flight"} <= set(tokens[0])
+    assert {t["round"] for t in tokens} == {"1", "2"}
+    # the stand-in's front end holds each request 12 ms before its engine sees it; the fit finds it
+    step = tomllib.loads((out / "backend.toml").read_text())["backend"]["step"]
+    assert 12 * 0.7 <= step["request_ms"] <= 12 * 2.5, step
     printed = capsys.readouterr().out
     assert 'kind = "continuous-batching"' in printed and "max_num_seqs = 4" in printed
     assert (out / "backend.toml").exists() and (out / "fit" / "step-profile.csv").exists()
@@ -62,7 +70,7 @@ def test_validate_real_end_to_end(engine, tmp_path, capsys):
         [backend]
         kind = "continuous-batching"
         max_num_seqs = 8
-        step = { base_ms = 4.0, per_token_ms = 0.005, per_seq_ms = 0.5 }
+        step = { base_ms = 4.0, per_token_ms = 0.005, per_seq_ms = 0.5, request_ms = 12.0 }
         [scheduler]
         maxConcurrency = 8
         batchMaxConcurrency = 5
@@ -100,7 +108,10 @@ def test_validate_real_end_to_end(engine, tmp_path, capsys):
     assert set(v["ranking_measured"]) == {"interactive p95_ms", "batch throughput_tok_s"}
     report = (out / "report.md").read_text()
     assert "Sim-to-real validation" in report and "arrivals x 1" in report
-    # a rerun keeps the finished runs
+    # a rerun keeps the finished runs; a bare [backend.step] (calibrate-gpu's step.toml) re-simulates them
     capsys.readouterr()
-    assert main(args) == 0
-    assert "kept from" in capsys.readouterr().out
+    step = tmp_path / "step.toml"
+    step.write_text("[backend.step]\nbase_ms = 8.0\nper_token_ms = 0.005\nper_seq_ms = 0.5\nrequest_ms = 12.0\n")
+    assert main([*args, "--calibration", str(step)]) == 0
+    printed = capsys.readouterr().out
+    assert "kept from" in printed and "measuring" not in printed and "step 8 ms" in printed

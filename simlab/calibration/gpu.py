@@ -1,14 +1,17 @@
 """GPU profile calibration for the `continuous-batching` backend: fit its step-time model to a load test.
 
 The backend's iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (tokens: the prompt
-tokens of the sequences in prefill plus one per decoding sequence). A load test run at a fixed concurrency
-(or batch size) C with prompts of P tokens and O output tokens gives, per row, any of:
+tokens of the sequences in prefill plus one per decoding sequence), and a request reaches the engine
+`request_ms` after it is sent (the server's front end: HTTP, validation, hand-off to the engine process; it
+holds no sequence slot; the backend serves the front end one request at a time, which a closed-loop load test,
+whose requests come one by one, hardly ever queues, so the formulas below leave that queueing out). A load test run at a fixed concurrency (or batch size) C with prompts of P tokens
+and O output tokens gives, per row, any of:
 
 | column (any of these names) | what | model (steady state: C sequences always running) |
 |---|---|---|
 | step_ms, decode_step_ms | one decode-only iteration | base + (per_token + per_seq) * C |
 | tpot_ms, itl_ms, mean_tpot_ms, mean_itl_ms | time per output token | base + per_token * k + per_seq * C |
-| ttft_ms, mean_ttft_ms | time to first token | base + per_token * (P + (C-1) * m) + per_seq * C + w |
+| ttft_ms, mean_ttft_ms | time to first token | request + base + per_token * (P + (C-1) * m) + per_seq * C + w |
 | latency_ms, e2e_latency_ms, e2el_ms, mean_e2el_ms | end-to-end | ttft + (O-1) * tpot |
 | output_tokens_per_s, output_throughput | server output tokens/s | C * O / latency |
 | request_tokens_per_s | one request's decode speed | 1000 / tpot |
@@ -23,10 +26,11 @@ lengths started together), TTFT includes every prompt's prefill and TPOT none: o
 `--prompt-tokens`, `--output-tokens` for every row). Without P and O, tpot and throughput rows are read as
 decode-only steps.
 
-Every row is linear in (base_ms, per_token_ms, per_seq_ms): the fit is a non-negative least-squares
-(`scipy.optimize.lsq_linear`) on relative errors, so rows of different sizes count alike. When the table
-cannot tell per-token from per-sequence cost (decode-only rows, one prompt length, no TTFT), per_token_ms is
-fixed (`--per-token-ms`, else 0) and the rest goes to per_seq_ms, with a warning.
+Every row is linear in (base_ms, per_token_ms, per_seq_ms, request_ms): the fit is a non-negative
+least-squares (`scipy.optimize.lsq_linear`) on relative errors, so rows of different sizes count alike.
+request_ms is fitted only from rows that see it (TTFT, latency, throughput with known lengths), else it is 0.
+When the table cannot tell per-token from per-sequence cost (decode-only rows, one prompt length, no TTFT),
+per_token_ms is fixed (`--per-token-ms`, else 0) and the rest goes to per_seq_ms, with a warning.
 
 Outputs: the fitted parameters as a `[backend.step]` TOML snippet, the fit error (R^2 per measurement,
 mean and largest relative error, every row's prediction), and `step-profile.csv` (`batch_size,step_ms`: the
@@ -78,13 +82,13 @@ class Row:
     value: float  # as measured (ms, or tokens/s)
 
     def regressors(self) -> tuple[np.ndarray, float]:
-        """(a, y): the model is a . (base, per_token, per_seq) = y, y in ms."""
+        """(a, y): the model is a . (base, per_token, per_seq, request) = y, y in ms."""
         c, p, o = self.c, self.p, self.o
         known = p is not None and o is not None
         m = 1 + (p - 1) / o if known else 1.0
         k = 1 + (c - 1) * m
-        step = np.array([1.0, c, c])
-        tpot = np.array([1.0, k, c]) if known else step
+        step = np.array([1.0, c, c, 0.0])
+        tpot = np.array([1.0, k, c, 0.0]) if known else step
         if self.kind == "step":
             return step, self.value
         if self.kind == "tpot":
@@ -92,7 +96,7 @@ class Row:
         if self.kind == "request_rate":
             return tpot, 1000.0 / self.value
         # its own prefill iteration, after waiting on average half of the iteration running when it arrives
-        ttft = np.array([1.0, p + (c - 1) * m, c]) + 0.5 * (1 - 1 / c) * tpot if known else None
+        ttft = np.array([1.0, p + (c - 1) * m, c, 1.0]) + 0.5 * (1 - 1 / c) * tpot if known else None
         if self.kind == "ttft":
             return ttft, self.value
         latency = ttft + (o - 1) * tpot if known else None
@@ -122,6 +126,7 @@ class GpuFit:
     base_ms: float
     per_token_ms: float
     per_seq_ms: float
+    request_ms: float
     identifiable: bool
     r2: dict[str, float]
     mean_rel_error: float
@@ -131,7 +136,7 @@ class GpuFit:
 
     @property
     def theta(self) -> np.ndarray:
-        return np.array([self.base_ms, self.per_token_ms, self.per_seq_ms])
+        return np.array([self.base_ms, self.per_token_ms, self.per_seq_ms, self.request_ms])
 
     def predictions(self) -> list[dict]:
         out = []
@@ -226,10 +231,12 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
     y = np.array([r.regressors()[1] for r in rows])
     W = A / y[:, None]  # relative errors
     notes = []
-    sv = np.linalg.svd(W, compute_uv=False)
+    free = [0, 1, 2] + ([3] if np.any(A[:, 3] != 0) else [])  # request_ms only where some row sees it
+    sv = np.linalg.svd(W[:, free], compute_uv=False)
     identifiable = bool(sv[-1] > 1e-6 * sv[0]) and per_token_ms is None
+    theta = np.zeros(4)
     if identifiable:
-        theta = optimize.lsq_linear(W, np.ones(len(y)), bounds=(0, np.inf)).x
+        theta[free] = optimize.lsq_linear(W[:, free], np.ones(len(y)), bounds=(0, np.inf)).x
     else:
         fixed = per_token_ms if per_token_ms is not None else 0.0
         if per_token_ms is None:
@@ -242,11 +249,11 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
         y2 = y - fixed * A[:, 1]
         if np.any(y2 <= 0):
             raise InputError(path, None, f"--per-token-ms {fixed:g} alone exceeds some measurements")
-        W2 = A[:, [0, 2]] / y[:, None]
-        sol = optimize.lsq_linear(W2, y2 / y, bounds=(0, np.inf)).x
-        theta = np.array([sol[0], fixed, sol[1]])
+        rest = [i for i in free if i != 1]
+        theta[rest] = optimize.lsq_linear(A[:, rest] / y[:, None], y2 / y, bounds=(0, np.inf)).x
+        theta[1] = fixed
     theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)  # solver dust
-    fit = GpuFit(Path(path), rows, float(theta[0]), float(theta[1]), float(theta[2]), identifiable, {}, 0.0, 0.0, [], notes)
+    fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes)
     preds = fit.predictions()
     rel = np.array([abs(p["relative_error"]) for p in preds])
     fit.mean_rel_error = float(rel.mean())
@@ -296,6 +303,7 @@ def step_toml(fit: GpuFit, profile_name: str | None) -> str:
         f"base_ms = {round(fit.base_ms, 6)!r}",
         f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
         f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
+        f"request_ms = {round(fit.request_ms, 6)!r}",
     ]
     if profile_name:
         lines.append(f"# profile = \"{profile_name}\"  # the measured decode step per batch size, interpolated "
@@ -319,8 +327,33 @@ def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> st
         f"base_ms = {round(fit.base_ms, 6)!r}",
         f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
         f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
+        f"request_ms = {round(fit.request_ms, 6)!r}",
     ]
     if profile_path and fit.profile:
         lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
                      "interpolated, instead of base + per_seq (noisier on a busy machine)")
     return "\n".join(lines) + "\n"
+
+
+def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> dict:
+    """The fitted model against an independent load test of the same server (rows the fit never saw), and the
+    noise floor: the same measurement (measure, concurrency, prompt, output) in both tables. One record:
+    `rows` (every check row: measured, fitted, error; `retest` = the fit table's value for the same level),
+    `by_concurrency` (per measure and concurrency: mean |error|, and whether every row is within tolerance),
+    `mean_abs_error`, `retest_mean_abs_difference`."""
+    first = {(r.kind, r.c, r.p, r.o): r.value for r in fit.rows}
+    rows, groups = [], {}
+    for r in check:
+        pred = r.predict(fit.theta)
+        err = (pred - r.value) / r.value
+        again = first.get((r.kind, r.c, r.p, r.o))
+        rows.append({"measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p, "output_tokens": r.o,
+                     "measured": r.value, "fitted": pred, "relative_error": err,
+                     "retest": again, "retest_difference": None if again is None else (r.value - again) / again})
+        groups.setdefault((r.kind, r.c), []).append(err)
+    by_c = [{"measure": k, "batch_size": c, "mean_abs_error": float(np.mean(np.abs(e))),
+             "within": bool(all(abs(x) <= tolerance for x in e))} for (k, c), e in sorted(groups.items())]
+    diffs = [abs(r["retest_difference"]) for r in rows if r["retest_difference"] is not None]
+    return {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,
+            "mean_abs_error": float(np.mean([abs(r["relative_error"]) for r in rows])) if rows else math.nan,
+            "retest_mean_abs_difference": float(np.mean(diffs)) if diffs else None}

@@ -657,7 +657,8 @@ def gpu_figure(fit, directory: Path) -> list[Path]:
                 ax.text(0.98, 0.04, f"R\u00b2 = {fit.r2[kind]:.4f}", transform=ax.transAxes, ha="right", fontsize=15)
         axes.flat[0].legend(loc="upper left", fontsize=13)
         style.title(fig, f"Step-time fit: base {fit.base_ms:.3g} ms + {fit.per_token_ms:.3g} ms/token + "
-                         f"{fit.per_seq_ms:.3g} ms/sequence (mean error {fit.mean_rel_error:.1%})")
+                         f"{fit.per_seq_ms:.3g} ms/sequence, front end {fit.request_ms:.3g} ms "
+                         f"(mean error {fit.mean_rel_error:.1%})")
         return style.save(fig, directory, "gpu-fit")
 
 
@@ -671,7 +672,7 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
     md.append(f"{len(fit.rows)} measurements at concurrencies {', '.join(f'{c:g}' for c in sorted({r.c for r in fit.rows}))}.\n")
     md.append(md_table(["parameter", "value"], [
         ["base_ms", f"{fit.base_ms:.4g}"], ["per_token_ms", f"{fit.per_token_ms:.4g}"],
-        ["per_seq_ms", f"{fit.per_seq_ms:.4g}"],
+        ["per_seq_ms", f"{fit.per_seq_ms:.4g}"], ["request_ms", f"{fit.request_ms:.4g}"],
         ["mean relative error", f"{fit.mean_rel_error:.2%}"], ["largest relative error", f"{fit.max_rel_error:.2%}"],
         *[[f"R\u00b2, {MEASURE_LABELS[k]}", f"{v:.4f}"] for k, v in fit.r2.items()],
     ]))
@@ -687,8 +688,9 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
         [p["line"], MEASURE_LABELS[p["measure"]], f"{p['batch_size']:g}", _f(p["prompt_tokens"]), _f(p["output_tokens"]),
          _f(p["measured"]), _f(p["fitted"]), f"{p['relative_error']:+.1%}"] for p in fit.predictions()]))
     md.append("## Method\n")
-    md.append("The backend's iteration takes base_ms + per_token_ms x tokens + per_seq_ms x sequences. Each "
-              "measurement is written as a linear function of the three parameters for a closed-loop load test in "
+    md.append("The backend's iteration takes base_ms + per_token_ms x tokens + per_seq_ms x sequences, and a "
+              "request reaches the engine request_ms after it is sent (the server's front end). Each "
+              "measurement is written as a linear function of the four parameters for a closed-loop load test in "
               "steady state (see `simlab calibrate-gpu --help`), and the parameters are fitted by non-negative "
               "least squares on relative errors (`scipy.optimize.lsq_linear`). R\u00b2 is per measurement on its "
               "own scale.\n")
@@ -698,4 +700,35 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
     for p in fit.predictions():
         lines.append(",".join("" if v is None else (repr(float(v)) if isinstance(v, float) else str(v)) for v in p.values()))
     atomic_write_text(out / "fit.csv", "\n".join(lines) + "\n")
+    return path
+
+
+def write_gpu_check(check: dict, fit_path, check_path, out: Path) -> Path:
+    """check.md and check.csv from `gpu.held_out_check`'s record."""
+    from simlab.calibration.gpu import MEASURE_LABELS
+
+    out = Path(out)
+    tol = check["tolerance"]
+    md = [f"# Held-out check of the step-time fit\n",
+          f"Fitted on `{fit_path}`, checked on `{check_path}` (an independent load test of the same server).\n",
+          "## By measure and concurrency\n",
+          md_table(["measure", "sequences", "mean abs error", f"every row within {tol:.0%}"],
+                   [[MEASURE_LABELS[g["measure"]], f"{g['batch_size']:g}", f"{g['mean_abs_error']:.1%}",
+                     "yes" if g["within"] else "no"] for g in check["by_concurrency"]]),
+          f"All rows: mean |error| {check['mean_abs_error']:.1%}.\n"]
+    if check["retest_mean_abs_difference"] is not None:
+        md.append(f"Test-retest: the same level measured in both tables differs by {check['retest_mean_abs_difference']:.1%} "
+                  "on average; no model can be checked more finely than this.\n")
+    md.append("## Every row\n")
+    md.append(md_table(["measure", "sequences", "prompt", "output", "measured", "fitted", "error", "fit table", "retest"], [
+        [MEASURE_LABELS[r["measure"]], f"{r['batch_size']:g}", _f(r["prompt_tokens"]), _f(r["output_tokens"]),
+         _f(r["measured"]), _f(r["fitted"]), f"{r['relative_error']:+.1%}", _f(r["retest"]),
+         "" if r["retest_difference"] is None else f"{r['retest_difference']:+.1%}"] for r in check["rows"]]))
+    path = out / "check.md"
+    atomic_write_text(path, "\n".join(md))
+    cols = ["measure", "batch_size", "prompt_tokens", "output_tokens", "measured", "fitted", "relative_error", "retest",
+            "retest_difference"]
+    lines = [",".join(cols)] + [",".join("" if r[c] is None else (repr(float(r[c])) if isinstance(r[c], float) else str(r[c]))
+                                          for c in cols) for r in check["rows"]]
+    atomic_write_text(out / "check.csv", "\n".join(lines) + "\n")
     return path

@@ -46,7 +46,8 @@ def main(args) -> int:
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
 
-        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet)
+        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet,
+                               scheduler=args.scheduler_address)
         if decision is not None:
             result.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
                               f"1..{options.max_concurrency - 1} swept).")

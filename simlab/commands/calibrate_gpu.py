@@ -18,11 +18,12 @@ the table (CSV): one row per load-test setting
                output_tokens_per_s | output_throughput  server output tokens/s
                request_tokens_per_s                 one request's decode speed
   e.g. vLLM's benchmarks/benchmark_serving.py run at several --max-concurrency values.
-model: step = base_ms + per_token_ms * tokens + per_seq_ms * sequences, fitted by non-negative least squares
+model: step = base_ms + per_token_ms * tokens + per_seq_ms * sequences, and each request reaches the engine
+request_ms after it is sent (the front end; fitted from TTFT/latency rows), by non-negative least squares
 on relative errors; the fit error (R^2 per measurement, mean and largest relative error) is reported.
 outputs (in --out, default results/calibrate-gpu/TABLE-NAME/):
   step.toml ([backend.step] snippet), step-profile.csv (batch_size,step_ms for `profile`), report.md,
-  fit.csv, figures/gpu-fit.png|svg
+  fit.csv, figures/gpu-fit.png|svg; with --check OTHER.csv: check.md, check.csv (held-out error, retest)
 example: scenarios/profiles/llama2-7b-a100-roofline.csv (synthesized from a roofline model; see its README)
 """
 
@@ -40,6 +41,8 @@ def register(sub) -> None:
     p.add_argument("--prompt-tokens", type=float, help="prompt length of every row (when the table has no column)")
     p.add_argument("--output-tokens", type=float, help="output length of every row (when the table has no column)")
     p.add_argument("--per-token-ms", type=float, help="fix per_token_ms (prefill cost) instead of fitting it")
+    p.add_argument("--check", help="an independent load test of the same server: report the fit's error on it "
+                   "(check.md, check.csv) and the test-retest difference between the two tables")
     p.add_argument("--out", help="output folder (default results/calibrate-gpu/TABLE-NAME)")
     p.add_argument("--no-figures", action="store_true", help="skip the figure")
     p.set_defaults(func=main)
@@ -57,6 +60,7 @@ def main(args) -> int:
     if args.per_token_ms is not None and not args.per_token_ms >= 0:
         raise InputError(None, "--per-token-ms", f"must be 0 or more (found {args.per_token_ms:g})")
     rows = read_table(args.table, args.prompt_tokens, args.output_tokens)
+    check_rows = read_table(args.check, args.prompt_tokens, args.output_tokens) if args.check else None
     fit = fit_gpu(rows, args.table, args.per_token_ms)
     from simlab.calibration.report import write_gpu_report
 
@@ -67,10 +71,24 @@ def main(args) -> int:
     atomic_write_text(out / "step.toml", step_toml(fit, profile_name))
     report = write_gpu_report(fit, out, "step.toml", profile_name, figures=not args.no_figures)
     print(f"{args.table}: {len(fit.rows)} measurements")
-    print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences")
+    print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences; "
+          f"front end {fit.request_ms:.4g} ms per request")
     print(f"fit error: mean {fit.mean_rel_error:.2%}, largest {fit.max_rel_error:.2%}; R^2 "
           + ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items()))
     for n in fit.notes:
         print(f"note: {n}")
+    if check_rows is not None:
+        from simlab.calibration.gpu import held_out_check
+        from simlab.calibration.report import write_gpu_check
+
+        check = held_out_check(fit, check_rows)
+        write_gpu_check(check, args.table, args.check, out)
+        print(f"held-out check on {args.check}: mean |error| {check['mean_abs_error']:.1%}"
+              + (f" (test-retest difference {check['retest_mean_abs_difference']:.1%})"
+                 if check["retest_mean_abs_difference"] is not None else ""))
+        for g in check["by_concurrency"]:
+            if g["measure"] == "tpot":
+                print(f"  time per output token, {g['batch_size']:g} sequences: mean |error| {g['mean_abs_error']:.1%}"
+                      f" ({'within' if g['within'] else 'NOT within'} {check['tolerance']:.0%})")
     print(f"\nsnippet: {out / 'step.toml'}  report: {report}" + (f"  profile: {out / profile_name}" if profile_name else ""))
     return 0

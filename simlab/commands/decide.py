@@ -25,6 +25,10 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=1, help="parallel processes (results do not depend on it)")
     p.add_argument("--out", help="output folder (default results/SCENARIO/decide)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--scheduler-address", metavar="ADDR",
+                   help="run the held-out simulations on a Dask cluster (tcp://host:8786; needs simlab[dask] and an "
+                        "--out folder every worker can write); the answer is identical to a local run. Tuning stays "
+                        "local")
     p.set_defaults(func=main)
 
 
@@ -77,7 +81,8 @@ def main(args) -> int:
     first = scenario.tune.holdout_first_seed
     n = positive(args.replications if args.replications is not None else scenario.tune.holdout_seeds, "--replications")
     seeds = list(range(first, first + n))
-    m = measure(scenario, specs, held, seeds, out / "heldout", workers, not args.quiet)
+    m = measure(scenario, specs, held, seeds, out / "heldout", workers, not args.quiet,
+                scheduler=args.scheduler_address)
     rule = scenario.decision
     by = {a.label: a for a in m.arms}
     ref_label = f"static-{base.batch_max_concurrency}" if rule.reference == "static" else (

@@ -10,10 +10,12 @@ from simlab.errors import InputError
 EPILOG = """\
 what it does (bounded: --requests per level, --max-seconds per level; loopback servers only)
   for each prompt length and each concurrency C: C workers send back-to-back requests of exactly
-  --output-tokens tokens (prompts as token ids, ignore_eos), every streamed token timed.
+  --output-tokens tokens (prompts as token ids, ignore_eos), every streamed token timed; the whole sweep
+  --rounds times (alternately forwards and backwards), the median over rounds kept.
 outputs (in --out, default results/loadtest/):
   loadtest.csv   one row per level: batch_size, prompt_tokens, output_tokens, tpot_ms (mean time per
-                 output token), ttft_ms, latency_ms -> `simlab calibrate-gpu`; gap_median_ms (median
+                 output token), ttft_ms, latency_ms (medians over rounds; tpot_min_ms/tpot_max_ms:
+                 the spread between rounds) -> `simlab calibrate-gpu`; gap_median_ms (median
                  token gap with C sequences in flight, p10/p90) for reference
   tokens.csv     every streamed token: level, request, token index, time, gap, sequences in flight
   fit/           `simlab calibrate-gpu loadtest.csv` (step.toml, step-profile.csv, report.md)
@@ -48,6 +50,8 @@ def register(sub) -> None:
     p.add_argument("--output-tokens", type=int, default=64, help="tokens per request (default 64)")
     p.add_argument("--requests", type=int, default=24, help="measured requests per level, at least C (default 24)")
     p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level (default 60)")
+    p.add_argument("--rounds", type=int, default=3, help="repeat the whole sweep, alternately forwards and "
+                   "backwards; the table keeps the median over rounds and their spread (default 3)")
     p.add_argument("--max-num-seqs", type=int, help="the server's sequence limit (default: the largest concurrency)")
     p.add_argument("--out", default="results/loadtest", help="output folder (default results/loadtest)")
     p.set_defaults(func=main)
@@ -68,12 +72,16 @@ def main(args) -> int:
     for flag, v in (("--output-tokens", args.output_tokens), ("--requests", args.requests)):
         if v < 2:
             raise InputError(None, flag, f"must be at least 2 (found {v})")
+    if args.rounds < 1:
+        raise InputError(None, "--rounds", f"must be at least 1 (found {args.rounds})")
     if not args.max_seconds > 0:
         raise InputError(None, "--max-seconds", f"must be positive (found {args.max_seconds:g})")
     out = Path(args.out)
-    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, {args.output_tokens} output tokens")
+    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, {args.output_tokens} output tokens, "
+          f"{args.rounds} round(s)")
     try:
-        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, args.output_tokens, args.requests, args.max_seconds))
+        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, args.output_tokens, args.requests,
+                                            args.max_seconds, args.rounds))
     except (OSError, ServerError) as exc:
         raise InputError(None, args.url, f"the server failed: {exc}") from None
     atomic_write_text(out / "loadtest.csv", csv_text(rows, TABLE_COLUMNS))

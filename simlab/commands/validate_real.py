@@ -41,7 +41,8 @@ def register(sub) -> None:
     p.add_argument("--until-ms", type=float, help="keep only tasks arriving before this (after scaling)")
     p.add_argument("--max-seconds", type=float, default=900.0, help="hard limit per measured run (default 900)")
     p.add_argument("--calibration", help="a backend snippet from `simlab loadtest` (backend.toml) that replaces the "
-                   "scenario's [backend] for the simulation")
+                   "scenario's [backend] for the simulation, or a bare [backend.step] (calibrate-gpu's step.toml) "
+                   "that replaces its step time")
     p.add_argument("--node-policies", default="", help="also run these policies through the article's own scheduler "
                    "(tests/conformance/real_server.js under Node.js, real fetch) with the options file simlab "
                    "exports to OUT/options/POLICY.json; reported as 'POLICY (article JS)'")
@@ -187,6 +188,8 @@ def _with_backend(scenario, path):
     step = data["backend"].get("step") or {}
     if step.get("profile"):
         step["profile"] = str((path.parent / step["profile"]).resolve())
+    if "kind" not in data["backend"]:  # a bare [backend.step] (calibrate-gpu's step.toml): the scenario's backend with it
+        data["backend"] = scenario.backend.model_dump(exclude_none=True) | data["backend"]
     try:
         backend = Backend.model_validate(data["backend"])
     except ValidationError as exc:
@@ -215,7 +218,8 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
 
 def _step_text(backend) -> str:
     st = backend.step
-    text = f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + {st.per_token_ms:g} ms/prefill token"
+    text = (f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + "
+            f"{st.per_token_ms:g} ms/prefill token, front end {st.request_ms:g} ms/request")
     return text + (f", decode step from profile {st.profile}" if st.profile else "")
 
 

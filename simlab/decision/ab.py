@@ -25,14 +25,15 @@ def _options(opts) -> dict:
 
 
 def ab_decision(scenario, options, result, out: Path | None, workers: int = 1,
-                progress: bool = True) -> tuple[AnswerRecord, DecisionRecord] | None:
+                progress: bool = True, scheduler=None) -> tuple[AnswerRecord, DecisionRecord] | None:
     """None when there is nothing to decide (no maxConcurrency, or a single class)."""
     kinds = {w.kind for w in scenario.workload}
     if options.max_concurrency is None or options.max_concurrency < 2 or kinds != {"interactive", "batch"}:
         return None
     base = Condition("base", "base", 0.0)
     frontier = measure(scenario, frontier_specs(options), [base], result.seeds,
-                       None if out is None else out / "frontier", workers, progress, bounds=False)
+                       None if out is None else out / "frontier", workers, progress, bounds=False,
+                       scheduler=scheduler)
     arms = list(frontier.arms)
     swept = {a.label for a in arms}
     for p in result.policies:

@@ -68,8 +68,9 @@ class Measured:
 
 
 def measure(scenario: Scenario, specs: list[Spec], conditions: list[Condition], seeds: list[int], out: Path | None,
-            workers: int = 1, progress: bool = True, bounds: bool = True) -> Measured:
-    """Every spec on every (condition, seed), plus the two bounds; one run folder per condition."""
+            workers: int = 1, progress: bool = True, bounds: bool = True, scheduler=None) -> Measured:
+    """Every spec on every (condition, seed), plus the two bounds; one run folder per condition.
+    `scheduler`: a Dask scheduler address, as for `run_jobs` (identical results)."""
     units = [(c.name, s) for c in conditions for s in seeds]
     per: dict[str, dict[str, list[float]]] = {sp.label: {P95: [], THR: []} for sp in specs}
     b95: list[float] = []
@@ -84,7 +85,7 @@ def measure(scenario: Scenario, specs: list[Spec], conditions: list[Condition], 
         if with_bounds:
             jobs += [Job("bound-no-batch", free, s, "no-batch") for s in seeds]
             jobs += [Job("bound-batch-alone", free, s, "batch-alone") for s in seeds]
-        metrics = run_jobs(world, jobs, None if out is None else out / cond.name, workers, progress)
+        metrics = run_jobs(world, jobs, None if out is None else out / cond.name, workers, progress, scheduler)
         for job, m in zip(jobs, metrics):
             rows.append({"arm": job.label, "condition": cond.name, "seed": job.seed, **{k: m[k] for k in (P95, THR)}})
             if job.label == "bound-no-batch":

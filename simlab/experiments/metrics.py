@@ -54,15 +54,26 @@ def task_arrays(result: SimResult) -> dict[str, np.ndarray]:
 
 
 def max_concurrent(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Most intervals [start, end) open at once; an end and a start at one instant do not overlap."""
+    """Most intervals [start, end) open at once; an end and a start at one instant do not overlap.
+
+    After the i-th start in time order, i + 1 intervals have started and every end at or before it has
+    closed: two sorted copies and a search in chunks, not a sort of the 2n events (a day at 50 RPS: about
+    250 MB less at the peak)."""
     starts = starts[~np.isnan(starts)]
     if len(starts) == 0:
         return 0
+    starts.sort()
     ends = ends[~np.isnan(ends)]
-    times = np.concatenate([starts, ends, np.full(len(starts) - len(ends), np.inf)])
-    deltas = np.concatenate([np.ones(len(starts)), -np.ones(len(times) - len(starts))])
-    order = np.lexsort((deltas, times))  # at equal times, ends (-1) first
-    return int(np.max(np.cumsum(deltas[order])))
+    ends.sort()
+    most = 0
+    for lo in range(0, len(starts), _CHUNK):
+        chunk = starts[lo:lo + _CHUNK]
+        open_ = np.arange(lo + 1, lo + len(chunk) + 1) - np.searchsorted(ends, chunk, side="right")
+        most = max(most, int(open_.max()))
+    return most
+
+
+_CHUNK = 1 << 18
 
 
 def waiting_intervals(arrivals: np.ndarray, starts: np.ndarray, horizon: float) -> tuple[np.ndarray, np.ndarray]:
@@ -107,9 +118,12 @@ def longest_over_slo(times: np.ndarray, latencies: np.ndarray, slo: float, bin_m
     """Longest stretch of consecutive bins whose interactive P95 exceeds the SLO."""
     if len(times) == 0:
         return 0.0
-    bins = (times // bin_ms).astype(np.int64)
+    bins = times // bin_ms
+    bins = bins.astype(np.int32 if len(bins) == 0 or bins.max() < 2**31 else np.int64)  # half the bytes on a long day
     order = np.argsort(bins, kind="stable")
-    bins, latencies = bins[order], latencies[order]
+    latencies = latencies[order]
+    bins = bins[order]
+    del order
     edges = np.flatnonzero(np.diff(bins)) + 1
     longest = run = 0
     previous = None

@@ -9,10 +9,14 @@ Exact by default (see REFERENCE-POLICY.md). Options beside the reference:
 from __future__ import annotations
 
 import math
+from math import floor
 
 from simlab.policies.base import Task
 from simlab.policies.simple import Priority
 from simlab.policies.window import ArrivalCounter, SlidingWindow
+
+
+MEMO = True  # False evaluates the cap afresh every time (tests compare the two)
 
 
 def js_round(x: float) -> int:
@@ -46,21 +50,27 @@ class Adaptive(Priority):
         # Without smoothing the cap is a function of the window's samples alone: until a sample is added
         # or the oldest one expires, evaluating it again gives the same value, so the last one is reused.
         # (Per-evaluation smoothing steps on every evaluation, and tau smoothing moves with time: never.)
-        self._memo = self._alpha is None and self._tau is None
+        self._memo = MEMO and self._alpha is None and self._tau is None
         self._valid_until = -math.inf
+        if self._arrivals is None:
+            self.submit = super().submit  # nothing to count: one call per submission, not two
+            if self._memo:
+                self._batch_limit = self._reference_limit
 
     def submit(self, task: Task) -> list[Task]:
-        if self._arrivals is not None and task.interactive:
+        if task.interactive:
             self._arrivals.add(self.clock())
             self._valid_until = -math.inf
         return super().submit(task)
 
     def finish(self, task: Task) -> list[Task]:
-        self._ended(task)
+        self.running -= 1  # _ended(task), inlined
         if task.interactive:
             now = self.clock()
             self._window.add(now, now - task.submitted_ms)  # end-to-end, queueing included
             self._valid_until = -math.inf
+        else:
+            self.batch_running -= 1
         return self._drain()
 
     def _batch_limit(self) -> int:
@@ -95,6 +105,25 @@ class Adaptive(Priority):
                 if other is not None and other < until:
                     until = other
             self._valid_until = until
+        return cap
+
+    def _reference_limit(self) -> int:
+        """`_batch_limit` for the reference's own rule (no smoothing, completion RPS): the same arithmetic
+        without the branches for the options, since it runs on most task events."""
+        now = self.clock()
+        if now < self._valid_until:
+            return self._cap
+        rps, p95, self._valid_until = self._window.snapshot_until(now)
+        a, b = rps / self._rps_threshold, p95 / self._p95_threshold
+        pressure = a if a > b else b
+        if pressure > 1:
+            pressure = 1.0
+        self._rps, self._p95, self._pressure = rps, p95, pressure
+        x = self._bmax - self._range * pressure
+        cap = floor(x)
+        if x - cap >= 0.5:
+            cap += 1
+        self._cap = cap = cap if cap > self._bmin else self._bmin
         return cap
 
     # --- the stranded-work fix ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections import deque
+from math import inf, nextafter
 
 from sortedcontainers import SortedList
 
@@ -17,7 +18,7 @@ SMALL = 4096  # samples; beyond, list insertion's memmove costs more than Sorted
 
 
 class SlidingWindow:
-    __slots__ = ("window_ms", "_ts", "_lat", "_sorted", "_big", "version")
+    __slots__ = ("window_ms", "_ts", "_lat", "_sorted", "_big")
 
     def __init__(self, window_ms: float):
         self.window_ms = window_ms
@@ -25,19 +26,24 @@ class SlidingWindow:
         self._lat: deque[float] = deque()
         self._sorted: list | SortedList = []
         self._big = False
-        self.version = 0  # bumped by every add: a cache of snapshot() is stale when it changes
 
     def add(self, now: float, latency_ms: float) -> None:
-        self._ts.append(now)
-        self._lat.append(latency_ms)
-        self.version += 1
+        ts, lat, s = self._ts, self._lat, self._sorted
+        ts.append(now)
+        lat.append(latency_ms)
         if self._big:
-            self._sorted.add(latency_ms)
+            s.add(latency_ms)
         else:
-            insort(self._sorted, latency_ms)
-            if len(self._sorted) > SMALL:
-                self._sorted, self._big = SortedList(self._sorted), True
-        self.trim(now)
+            insort(s, latency_ms)
+            if len(s) > SMALL:
+                self._sorted, self._big = SortedList(s), True
+        window = self.window_ms
+        while now - ts[0] > window:  # trim(now), inlined: once per completion (never empties: `now` is in)
+            if self._big:
+                self._sorted.remove(lat.popleft())
+            else:
+                del s[bisect_left(s, lat.popleft())]
+            ts.popleft()
 
     def trim(self, now: float) -> None:
         ts, window = self._ts, self.window_ms
@@ -82,8 +88,10 @@ class SlidingWindow:
             return 0.0, 0.0, math.inf
         oldest = ts[0]
         until = oldest + window
-        if not (until - oldest > window):
-            until = expiry_instant(oldest, window)
+        if not (until - oldest > window):  # expiry_instant(), its usual one step inlined
+            until = nextafter(until, inf)
+            if not (until - oldest > window):
+                until = expiry_instant(oldest, window)
         p = math.floor(n * 0.95)
         return (n / window) * 1000, self._sorted[p if p < n else n - 1], until
 
@@ -94,16 +102,14 @@ class SlidingWindow:
 class ArrivalCounter:
     """Arrivals inside the window, for the arrival-based RPS variant."""
 
-    __slots__ = ("window_ms", "_ts", "version")
+    __slots__ = ("window_ms", "_ts")
 
     def __init__(self, window_ms: float):
         self.window_ms = window_ms
         self._ts: deque[float] = deque()
-        self.version = 0
 
     def add(self, now: float) -> None:
         self._ts.append(now)
-        self.version += 1
 
     def rps(self, now: float) -> float:
         ts, window = self._ts, self.window_ms

@@ -1,6 +1,8 @@
 """A stand-in for the real engine in tests: an OpenAI-compatible streaming server (stdlib asyncio) that runs
 simlab's own continuous-batching rules in real time (FIFO admission up to `max_seqs`, one prefill iteration,
-one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens).
+one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens; a request
+joins the engine's queue `request_ms` after the server has read it, the front end handling one request at a
+time, as the simulated backend assumes).
 
 Only what `simlab.runtime.client` uses: GET /health, GET /v1/models, POST /v1/completions with
 `stream: true` and continuous usage stats. A closed connection aborts its request, as vLLM does.
@@ -15,8 +17,9 @@ from collections import deque
 
 
 class FakeEngine:
-    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16):
+    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16, request_ms=0.0):
         self.base_ms, self.per_seq_ms, self.per_token_ms, self.max_seqs = base_ms, per_seq_ms, per_token_ms, max_seqs
+        self.request_ms = request_ms
         self.waiting: deque = deque()
         self.running: list = []
         self._wake: asyncio.Event | None = None
@@ -67,6 +70,9 @@ class FakeEngine:
             req = json.loads(body)
             self.requests += 1
             r = {"prompt": len(req["prompt"]), "max": req["max_tokens"], "done": 0, "queue": asyncio.Queue()}
+            if self.request_ms:
+                async with self._front:
+                    await asyncio.sleep(self.request_ms / 1000)
             self.waiting.append(r)
             self._wake.set()
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -96,6 +102,7 @@ class FakeEngine:
 
     async def serve(self, started: threading.Event, box: list):
         self._wake = asyncio.Event()
+        self._front = asyncio.Lock()
         engine = asyncio.ensure_future(self._engine())
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096)
         box.append(server.sockets[0].getsockname()[1])

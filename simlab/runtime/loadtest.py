@@ -10,7 +10,10 @@ sequences were in flight (`gap_median_ms`, with p10/p90). On a loaded machine th
 delivers tokens in bursts, so single gaps are unreliable; the table's `tpot_ms` is therefore the robust one:
 per request (last token - first token) / (tokens - 1), averaged over the measured requests, i.e. the mean
 iteration time with C sequences, prefills of the others included (calibrate-gpu models exactly that).
-`ttft_ms` and `latency_ms` are means over the measured requests.
+`ttft_ms` and `latency_ms` are means over the measured requests. With several rounds (the whole sweep
+repeated, alternately forwards and backwards), each column is the median over rounds of those per-round
+means, and `tpot_min_ms`/`tpot_max_ms` give the spread between rounds: on a shared machine one round of a
+level can be disturbed by other work, and the median is what the fit should see.
 
 Bounded: at most `requests` measured requests per level and `max_seconds` per level; loopback only.
 """
@@ -26,8 +29,9 @@ from dataclasses import dataclass
 from simlab.runtime.client import Client, Completion
 
 TABLE_COLUMNS = ("batch_size", "prompt_tokens", "output_tokens", "tpot_ms", "ttft_ms", "latency_ms",
-                 "gap_median_ms", "gap_p10_ms", "gap_p90_ms", "requests", "gaps")
-TOKEN_COLUMNS = ("batch_size", "prompt_tokens", "request", "token", "t_ms", "gap_ms", "in_flight")
+                 "tpot_min_ms", "tpot_max_ms", "gap_median_ms", "gap_p10_ms", "gap_p90_ms", "rounds", "requests",
+                 "gaps")
+TOKEN_COLUMNS = ("round", "batch_size", "prompt_tokens", "request", "token", "t_ms", "gap_ms", "in_flight")
 
 
 @dataclass
@@ -74,53 +78,71 @@ def in_flight_counter(completions: list[Completion]):
     return lambda t: bisect.bisect_right(sends, t) - bisect.bisect_right(ends, t)
 
 
-def summarize(level: Level) -> tuple[dict, list[dict]]:
-    count = in_flight_counter(level.all)
-    gaps, tokens = [], []
-    for ri, x in enumerate(level.done):
-        prev_t, prev_n = x.first_ms, x.chunk_tokens[0] if x.chunk_tokens else 0
-        for k, (t, n) in enumerate(zip(x.chunk_ms, x.chunk_tokens)):
-            gap = None
-            inflight = count(t)
-            if k > 0 and n > prev_n:
-                gap = (t - prev_t) / (n - prev_n)
-                inflight = count((t + prev_t) / 2)
-                if inflight == level.c:
-                    gaps.append(gap)
-            tokens.append({"batch_size": level.c, "prompt_tokens": level.p, "request": ri, "token": n,
-                           "t_ms": round(t, 4), "gap_ms": "" if gap is None else round(gap, 4), "in_flight": inflight})
-            prev_t, prev_n = t, n
-    row = {"batch_size": level.c, "prompt_tokens": level.p, "output_tokens": level.o, "requests": len(level.done),
-           "gaps": len(gaps)}
+def summarize(rounds: list[Level]) -> tuple[dict, list[dict]]:
+    """One table row from every round of one level: per round the mean over its measured requests, then the
+    median over rounds (min and max kept as the spread); token gaps pooled over rounds."""
+    first = rounds[0]
+    gaps, tokens, tpot_r, ttft_r, lat_r = [], [], [], [], []
+    for rnd, level in enumerate(rounds, start=1):
+        count = in_flight_counter(level.all)
+        for ri, x in enumerate(level.done):
+            prev_t, prev_n = x.first_ms, x.chunk_tokens[0] if x.chunk_tokens else 0
+            for k, (t, n) in enumerate(zip(x.chunk_ms, x.chunk_tokens)):
+                gap = None
+                inflight = count(t)
+                if k > 0 and n > prev_n:
+                    gap = (t - prev_t) / (n - prev_n)
+                    inflight = count((t + prev_t) / 2)
+                    if inflight == level.c:
+                        gaps.append(gap)
+                tokens.append({"round": rnd, "batch_size": level.c, "prompt_tokens": level.p, "request": ri,
+                               "token": n, "t_ms": round(t, 4), "gap_ms": "" if gap is None else round(gap, 4),
+                               "in_flight": inflight})
+                prev_t, prev_n = t, n
+        tpots = [(x.chunk_ms[-1] - x.first_ms) / (x.output_tokens - 1) for x in level.done if x.output_tokens > 1]
+        if tpots:
+            tpot_r.append(statistics.fmean(tpots))
+        if level.done:
+            ttft_r.append(statistics.fmean(x.ttft_ms for x in level.done))
+            lat_r.append(statistics.fmean(x.latency_ms for x in level.done))
+    row = {"batch_size": first.c, "prompt_tokens": first.p, "output_tokens": first.o, "rounds": len(rounds),
+           "requests": sum(len(lv.done) for lv in rounds), "gaps": len(gaps)}
     if gaps:
         q = statistics.quantiles(gaps, n=10) if len(gaps) > 1 else [gaps[0]] * 9
         row |= {"gap_median_ms": statistics.median(gaps), "gap_p10_ms": q[0], "gap_p90_ms": q[-1]}
     else:
         row |= {"gap_median_ms": "", "gap_p10_ms": "", "gap_p90_ms": ""}
-    tpots = [(x.chunk_ms[-1] - x.first_ms) / (x.output_tokens - 1) for x in level.done if x.output_tokens > 1]
-    row["tpot_ms"] = statistics.fmean(tpots) if tpots else ""
-    if level.done:
-        row["ttft_ms"] = statistics.fmean(x.ttft_ms for x in level.done)
-        row["latency_ms"] = statistics.fmean(x.latency_ms for x in level.done)
-    else:
-        row["ttft_ms"] = row["latency_ms"] = ""
+    row["tpot_ms"] = statistics.median(tpot_r) if tpot_r else ""
+    row["tpot_min_ms"] = min(tpot_r) if tpot_r else ""
+    row["tpot_max_ms"] = max(tpot_r) if tpot_r else ""
+    row["ttft_ms"] = statistics.median(ttft_r) if ttft_r else ""
+    row["latency_ms"] = statistics.median(lat_r) if lat_r else ""
     return row, tokens
 
 
 async def loadtest(url: str, concurrency: list[int], prompts: list[int], output_tokens: int, requests: int,
-                   max_seconds: float, progress=print) -> tuple[list[dict], list[dict]]:
+                   max_seconds: float, rounds: int = 1, progress=print) -> tuple[list[dict], list[dict]]:
+    """Every (prompt, concurrency) level `rounds` times; the sweep runs forwards, then backwards, and so on, so
+    a slow drift of the machine's speed touches every level alike instead of biasing the slope."""
     client = Client(url)
     await client.model_name()
     await client.complete(8, 4)  # warm-up: the first request pays one-off start-up costs
-    rows, tokens = [], []
-    for p in prompts:
-        for c in concurrency:
+    levels = [(p, c) for p in prompts for c in concurrency]
+    runs: dict[tuple[int, int], list[Level]] = {lv: [] for lv in levels}
+    for r in range(rounds):
+        for p, c in (levels if r % 2 == 0 else levels[::-1]):
             t0 = time.monotonic()
             level = await run_level(client, c, p, output_tokens, max(requests, c), max_seconds)
-            row, toks = summarize(level)
-            rows.append(row)
-            tokens.extend(toks)
+            runs[(p, c)].append(level)
+            row, _ = summarize([level])
             step = f"{row['tpot_ms']:.3f} ms" if row["tpot_ms"] != "" else "n/a"
-            progress(f"  prompt {p:>5} x {c:>2} sequences: time per token {step}, TTFT {row['ttft_ms']:.1f} ms, "
-                     f"{row['requests']} requests, {row['gaps']} gaps ({time.monotonic() - t0:.0f} s)")
+            ttft = f"{row['ttft_ms']:.1f} ms" if row["ttft_ms"] != "" else "n/a"
+            progress(f"  {f'round {r + 1}/{rounds}: ' if rounds > 1 else ''}prompt {p:>5} x {c:>2} sequences: "
+                     f"time per token {step}, TTFT {ttft}, {row['requests']} requests, {row['gaps']} gaps "
+                     f"({time.monotonic() - t0:.0f} s)")
+    rows, tokens = [], []
+    for lv in levels:
+        row, toks = summarize(runs[lv])
+        rows.append(row)
+        tokens.extend(toks)
     return rows, tokens

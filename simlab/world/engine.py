@@ -8,7 +8,6 @@ from a task's arrival to its end, when its times go into the run's column arrays
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field
 from heapq import heappush
 
@@ -82,29 +81,58 @@ class Engine:
         self.sample_ms = scenario.sample_ms or max(100.0, scenario.duration_ms / 1500.0)
 
     # --- the hot path --------------------------------------------------------------------------------
+    # Per task: an arrival callback, a completion callback (through the backend), and the policy's two
+    # calls. The dispatch loop is written out in both callbacks rather than shared, and bound methods are
+    # looked up once per run (`run()`), not per event.
     def _arrive(self, event) -> None:
         # One pending arrival at a time keeps SimPy's heap small; URGENT puts arrivals ahead of
         # completions at the same instant, as all-arrivals-scheduled-first does in the reference replay.
         i = event._value
         env = self.env
-        if i + 1 < self._n_arrivals:
-            heappush(env._queue, (self._arrival_ms[i + 1], URGENT, next(env._eid), Fire(self._arrive, i + 1)))
+        j = i + 1
+        if j < self._n_arrivals:
+            heappush(env._queue, (self._arrival_ms[j], URGENT, next(env._eid), Fire(self._arrive, j)))
+        if self._plain:
+            task = Task(None, self._kinds[self._interactive[i]], self._arrival_ms[i], self._service_ms[i], None, i)
+        else:
+            task = self._task(i)
+        started = self._submit(task)
+        if started:
+            now = env._now
+            in_flight, dispatch = self._in_flight, self._dispatch
+            for task in started:
+                task.dispatch_ms = now
+                in_flight[task.index] = task
+                dispatch(task)
+        if self._may_wake:
+            self._schedule_wake()
+
+    def _task(self, i: int) -> Task:
         service = self._service_ms[i] if self._service_ms is not None else None
         if service != service:
             service = None  # NaN: a token-model task beside timed ones
-        task = Task(None, INTERACTIVE if self._interactive[i] else BATCH, self._arrival_ms[i], service, None, i)
+        task = Task(None, self._kinds[self._interactive[i]], self._arrival_ms[i], service, None, i)
         if self._tokens is not None:
             prompt = self._tokens[0][i]
             if prompt == prompt:  # not NaN
                 task.prompt_tokens, task.output_tokens = int(prompt), int(self._tokens[1][i])
-        self._start(self.policy.submit(task))
+        return task
 
     def _done(self, task: Task) -> None:
-        task.end_ms = self.env._now
-        del self._in_flight[task.index]
-        self.recorder.record(task)
+        task.end_ms = now = self.env._now
+        in_flight = self._in_flight
+        del in_flight[task.index]
+        self._record(task)
         waiter = task.payload
-        self._start(self.policy.finish(task))
+        started = self._finish(task)
+        if started:
+            dispatch = self._dispatch
+            for t in started:
+                t.dispatch_ms = now
+                in_flight[t.index] = t
+                dispatch(t)
+        if self._may_wake:
+            self._schedule_wake()
         if waiter is not None and isinstance(waiter, Event):
             waiter.succeed(task)
 
@@ -124,12 +152,15 @@ class Engine:
                 in_flight[task.index] = task
                 dispatch(task)
         if self._may_wake:
-            check = self.policy.next_check_ms()
-            if check != self._wake_at:
-                self._wake_at = check
-                if check is not None:
-                    env = self.env
-                    heappush(env._queue, (check, NORMAL, next(env._eid), Fire(self._wake, check)))
+            self._schedule_wake()
+
+    def _schedule_wake(self) -> None:
+        check = self.policy.next_check_ms()
+        if check != self._wake_at:
+            self._wake_at = check
+            if check is not None:
+                env = self.env
+                heappush(env._queue, (check, NORMAL, next(env._eid), Fire(self._wake, check)))
 
     # --- closed-loop users ---------------------------------------------------------------------------
     def _user(self, user: ClosedLoopUser):
@@ -195,14 +226,19 @@ class Engine:
 
     def run(self) -> SimResult:
         env, w = self.env, self.workload
-        # array.array: indexing returns a Python float as fast as a list does, at 8 bytes an element
+        # memoryviews: indexing returns a Python float as fast as a list does, with no copy of the column
         # (a list of 4 million floats costs 130 MB more), and numpy scalars are slow on the hot path.
         self._arrival_ms = _doubles(w.arrival_ms)
         self._service_ms = _doubles(w.service_ms) if w.service_ms is not None else None
         self._interactive = np.ascontiguousarray(w.interactive, dtype=bool).tobytes()
         self._tokens = (_doubles(w.prompt_tokens), _doubles(w.output_tokens)) if w.prompt_tokens is not None else None
         self._n_arrivals = len(w)
+        self._kinds = (BATCH, INTERACTIVE)
+        # Every task timed, none by tokens: the common case, with no per-arrival checks.
+        self._plain = self._tokens is None and self._service_ms is not None and not np.isnan(w.service_ms).any()
         self._may_wake = self.policy.may_wake()
+        self._submit, self._finish = self.policy.submit, self.policy.finish
+        self._dispatch, self._record = self.backend.dispatch, self.recorder.record
         if self._n_arrivals:
             heappush(env._queue, (self._arrival_ms[0], URGENT, next(env._eid), Fire(self._arrive, 0)))
         keys = workload_keys(self.scenario)
@@ -219,6 +255,7 @@ class Engine:
         for task in self._in_flight.values():
             self.recorder.record(task)  # cut off by the end of the run: unfinished
         self._arrival_ms = self._service_ms = self._interactive = self._tokens = None
+        self._submit = self._finish = self._dispatch = self._record = None  # no cycles through bound methods
         series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
         stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
         return SimResult(
@@ -233,10 +270,9 @@ class Engine:
         )
 
 
-def _doubles(values: np.ndarray) -> array:
-    out = array("d")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
-    return out
+def _doubles(values: np.ndarray) -> memoryview:
+    # A view of the float64 column, no copy (a day at 50 RPS: 35 MB a column); indexing gives a Python float.
+    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
 
 
 def simulate(scenario: Scenario, options: SchedulerOptions, seed: int) -> SimResult:

@@ -312,11 +312,16 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
 
 def _merge(parts: list[dict]) -> Arrivals:
     """One sorted set of columns: by arrival, then trace row, then workload key, then copy, then draw order."""
+    for p in parts:
+        p["n"] = len(p["times"])
+
     def cat(key, fill=math.nan, dtype=float):
-        if all(p[key] is None for p in parts):
+        # each part's column is dropped as it is joined: a day at 50 RPS holds one copy, not two
+        columns = [p.pop(key) for p in parts]
+        if all(c is None for c in columns):
             return None
-        return np.concatenate([np.full(len(p["times"]), fill, dtype=dtype) if p[key] is None
-                               else np.asarray(p[key], dtype=dtype) for p in parts] or [np.empty(0, dtype=dtype)])
+        return np.concatenate([np.full(p["n"], fill, dtype=dtype) if c is None else np.asarray(c, dtype=dtype)
+                               for p, c in zip(parts, columns)] or [np.empty(0, dtype=dtype)])
 
     arrival = cat("times")
     if arrival is None:
@@ -325,29 +330,35 @@ def _merge(parts: list[dict]) -> Arrivals:
     number = np.empty(0, np.int64) if number is None else number
     copy = cat("copy", dtype=np.int64)
     copy = np.empty(0, np.int64) if copy is None else copy
-    wi = np.concatenate([np.full(len(p["times"]), p["wi"], dtype=np.int32) for p in parts] or [np.empty(0, np.int32)])
+    wi = np.concatenate([np.full(p["n"], p["wi"], dtype=np.int32) for p in parts] or [np.empty(0, np.int32)])
     rows = cat("rows", math.inf)
-    order = np.lexsort((number, copy, wi, np.full(len(arrival), math.inf) if rows is None else rows, arrival))
+    # a key that is the same for every task orders nothing: left out, it costs no n-long temporary
+    keys = [number] + [k for k in (copy if copy.any() else None, wi if len(parts) > 1 else None, rows) if k is not None]
+    order = np.lexsort((*keys, arrival))
+    del keys
     ids = None
     if any(p["ids"] is not None for p in parts):
         ids = np.empty(len(arrival), dtype=object)
         start = 0
         for p in parts:
             if p["ids"] is not None:
-                ids[start:start + len(p["times"])] = p["ids"]
-            start += len(p["times"])
+                ids[start:start + p["n"]] = p["ids"]
+            start += p["n"]
         ids = ids[order]
     labels = [p["label"] for p in parts]
-    source = np.concatenate([np.full(len(p["times"]), k, dtype=np.int32) for k, p in enumerate(parts)]
+    source = np.concatenate([np.full(p["n"], k, dtype=np.int32) for k, p in enumerate(parts)]
                             or [np.empty(0, np.int32)])
-    interactive = np.concatenate([np.full(len(p["times"]), p["interactive"]) for p in parts] or [np.empty(0, bool)])
+    interactive = np.concatenate([np.full(p["n"], p["interactive"]) for p in parts] or [np.empty(0, bool)])
 
     def take(x):
         return None if x is None else x[order]
 
-    prompt, output = cat("prompt"), cat("output")
-    return Arrivals(arrival[order], take(cat("service")), take(prompt), take(output), interactive[order], source[order],
-                    number[order], labels, ids)
+    arrival, number, interactive, source = take(arrival), take(number), take(interactive), take(source)
+    del copy, wi, rows
+    service = take(cat("service"))
+    prompt = take(cat("prompt"))
+    output = take(cat("output"))
+    return Arrivals(arrival, service, prompt, output, interactive, source, number, labels, ids)
 
 
 class ClosedLoopUser:

@@ -13,7 +13,11 @@ An iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (t
 of the sequences in prefill plus one per decoding sequence), or, with a measured `profile`, the profile's
 step time interpolated on the number of sequences plus `per_token_ms` per prefill token. Either way a step
 slows down as the batch grows, so batch work in flight slows an interactive request even when a sequence
-slot is free: that is the effect this backend exists to show.
+slot is free: that is the effect this backend exists to show. With `request_ms`, a request passes through
+the server's front end before the iteration loop sees it: HTTP, validation and hand-off to the engine process
+take `request_ms` each, one request at a time (a real server's front end is one event loop), so a burst of
+dispatches queues there (200 requests sent at once reach the engine over 200 x request_ms). Meanwhile the
+request is in flight for the scheduler but holds no sequence.
 
 Fast-forward. Simulating each decode iteration as a SimPy event would cost one event per generated token.
 Instead the backend keeps a "span": a run of iterations with the same membership. Its first iteration
@@ -54,6 +58,9 @@ class ContinuousBatchingBackend(Backend):
         self._base = step.base_ms
         self._per_token = step.per_token_ms
         self._per_seq = step.per_seq_ms
+        self._request_ms = step.request_ms
+        self._in_front = 0  # dispatched, still in the front end (request_ms)
+        self._front_free = 0.0  # when the front end has handled every request dispatched so far
         self._table: list[float] | None = None  # with a profile: step ms by number of sequences
         self._queue: deque = deque()
         self._running: list = []  # heap of (index of the iteration giving the last token, admission no., task)
@@ -102,6 +109,19 @@ class ContinuousBatchingBackend(Backend):
 
     # --- the Backend interface ---------------------------------------------------------------------
     def dispatch(self, task) -> None:
+        if self._request_ms:
+            self._in_front += 1
+            now = self.env._now
+            self._front_free = (now if now > self._front_free else self._front_free) + self._request_ms
+            fire_at(self.env, self._front_free, self._reach_engine, task)
+            return
+        self._join(task)
+
+    def _reach_engine(self, event) -> None:
+        self._in_front -= 1
+        self._join(event._value)
+
+    def _join(self, task) -> None:
         queue = self._queue
         queue.append(task)
         if self._holding:
@@ -148,7 +168,7 @@ class ContinuousBatchingBackend(Backend):
         return len(self._running)
 
     def waiting(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + self._in_front
 
     def stats(self) -> dict:
         iterations = self._iter

@@ -5,8 +5,10 @@ interactive requests queue behind the whole batch backlog here, not in the sched
 """
 
 from collections import deque
+from heapq import heappush
 
 from simlab.world.backends.base import Backend
+from simlab.world.events import NORMAL, Fire
 
 
 class SlotsBackend(Backend):
@@ -25,16 +27,20 @@ class SlotsBackend(Backend):
         else:
             self._queue.append(task)
 
+    # Once per task: the timeout is pushed by hand (as `fire_after`, inlined).
     def _start(self, task) -> None:
-        task.start_ms = self.env.now
+        env = self.env
+        now = task.start_ms = env._now
         self._busy += 1
-        service = self.service_ms(task)
+        service = task.service_ms
+        if service is None:
+            service = self.service_ms(task)
         self.busy_ms += service
-        self._finish_at(service, task)
+        heappush(env._queue, (now + service, NORMAL, next(env._eid), Fire(self._on_timeout, task)))
 
     def _end(self, task) -> None:
-        self._busy -= 1
         task.outcome = "ok"
+        self._busy -= 1
         if self._queue:
             self._start(self._queue.popleft())
         self.done(task)
