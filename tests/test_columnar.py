@@ -108,6 +108,84 @@ def test_cap_memo_changes_no_decision():
         assert run(True) == run(False), f"case {case}"
 
 
+def _with_memo(memo, fn):
+    from simlab.policies import adaptive
+
+    adaptive.MEMO = memo
+    try:
+        return fn()
+    finally:
+        adaptive.MEMO = True
+
+
+def test_lazy_cap_observed_anywhere_is_the_references():
+    """The memo and the lazy evaluation (a cap computed only when it decides or is observed): at random
+    points between task events, the cap, pressure, RPS and P95 a driver reads are those of a policy that
+    evaluates afresh every time (MEMO = False), as is every start."""
+    import heapq
+
+    from simlab.policies import make_policy
+
+    rng = random.Random(11)
+    for case in range(40):
+        o = options_from_dict({"maxConcurrency": rng.randint(1, 8), "batchMaxConcurrency": rng.randint(1, 6),
+                               "batchMinConcurrency": rng.randint(0, 1), "interactiveRpsThreshold": rng.uniform(5, 200),
+                               "interactiveP95LatencyMs": rng.uniform(5, 100), "windowMs": rng.choice([20.0, 100.0, 1000.0]),
+                               "tieBreak": rng.choice(["fifo", "seed-heap"]), "recheckOnExpiry": rng.random() < 0.3})
+        t, arrivals = 0.0, []
+        for i in range(300):
+            arrivals.append((t, i, rng.random() < 0.3, rng.choice([1.0, 5.0, rng.expovariate(1 / 50)])))
+            t += rng.choice([0.0, rng.expovariate(1 / 5)])
+        looks = [rng.random() < 0.15 for _ in range(2000)]
+
+        def run():
+            now = [0.0]
+            policy = make_policy(o, lambda: now[0])
+            events = [(a, 0, i, None) for a, i, _, _ in arrivals]  # (time, 0 arrival / 1 end / 2 wake, order, task)
+            heapq.heapify(events)
+            seq, seen, k = len(arrivals), [], 0
+            while events:
+                now[0], what, order, task = heapq.heappop(events)
+                if what == 0:
+                    _, i, batch, service = arrivals[order]
+                    task = Task(i, "batch" if batch else "interactive", now[0], service)
+                    started = policy.submit(task)
+                elif what == 1:
+                    started = policy.finish(task)
+                else:
+                    started = policy.wake()
+                for s in started:
+                    s.start_ms = now[0]
+                    seen.append((s.id, now[0], s.cap_at_dispatch))
+                    seq += 1
+                    heapq.heappush(events, (now[0] + s.service_ms, 1, seq, s))
+                check = policy.next_check_ms()
+                if check is not None:
+                    seq += 1
+                    heapq.heappush(events, (check, 2, seq, None))
+                if looks[k % len(looks)]:
+                    seen.append(("look", now[0], policy.batch_cap(), policy.pressure(), policy.window_stats()))
+                k += 1
+            return seen
+
+        assert _with_memo(True, run) == _with_memo(False, run), f"case {case}"
+
+
+def test_lazy_cap_gives_the_same_series_and_records():
+    """The engine's time series (cap, pressure, RPS, P95 as sampled) and every per-task column, memo on or off."""
+    base = load_scenario(ROOT / "scenarios" / "bursty-chat.toml")
+    for p95, window in ((2000.0, 10000.0), (300.0, 1000.0)):
+        s = base.model_copy(update={"duration_ms": min(base.duration_ms, 600_000.0)})
+        o = s.options("adaptive").model_copy(update={"interactive_p95_latency_ms": p95, "window_ms": window})
+        a = _with_memo(True, lambda: Engine(s, o, 2).run())
+        b = _with_memo(False, lambda: Engine(s, o, 2).run())
+        for key in a.series:
+            assert np.array_equal(a.series[key], b.series[key], equal_nan=True), key
+        for key, value in a.table.columns.items():
+            if value is not None:
+                assert np.array_equal(value, b.table.columns[key], equal_nan=True), key
+
+
 def test_dask_local_cluster_gives_identical_results(tmp_path):
     distributed = pytest.importorskip("distributed")
     s = load_scenario(ARTICLE)

@@ -52,10 +52,12 @@ class Adaptive(Priority):
         # (Per-evaluation smoothing steps on every evaluation, and tau smoothing moves with time: never.)
         self._memo = MEMO and self._alpha is None and self._tau is None
         self._valid_until = -math.inf
+        self._pending = None  # the instant of an evaluation not computed yet (see `_lazy_drain`)
         if self._arrivals is None:
             self.submit = super().submit  # nothing to count: one call per submission, not two
             if self._memo:
                 self._batch_limit = self._reference_limit
+                self._drain, self.finish = self._lazy_drain, self._lazy_finish
 
     def submit(self, task: Task) -> list[Task]:
         if task.interactive:
@@ -108,12 +110,17 @@ class Adaptive(Priority):
         return cap
 
     def _reference_limit(self) -> int:
-        """`_batch_limit` for the reference's own rule (no smoothing, completion RPS): the same arithmetic
-        without the branches for the options, since it runs on most task events."""
+        """`_batch_limit` for the reference's own rule (no smoothing, completion RPS)."""
         now = self.clock()
         if now < self._valid_until:
             return self._cap
+        return self._evaluate(now)
+
+    def _evaluate(self, now: float) -> int:
+        """The reference's cap at `now` (no later than any sample in the window), and the state it leaves:
+        the window trimmed at `now`, the values the time series shows, the instant until which they hold."""
         rps, p95, self._valid_until = self._window.snapshot_until(now)
+        self._pending = None
         a, b = rps / self._rps_threshold, p95 / self._p95_threshold
         pressure = a if a > b else b
         if pressure > 1:
@@ -126,11 +133,61 @@ class Adaptive(Priority):
         self._cap = cap = cap if cap > self._bmin else self._bmin
         return cap
 
+    # --- lazy evaluation, for the reference's own rule ---------------------------------------------
+    # Most drains find the batch queue empty: the reference still evaluates the cap there, and its value
+    # decides nothing; it only stays "the cap in force" that the time series and a later decision see.
+    # So such a drain keeps just the instant (`_pending`), and the value is computed from it when it is
+    # observed, or before the window changes under it. Every decision and every observed value is the
+    # reference's, bit for bit (tests/test_columnar.py compares with MEMO = False).
+    def _lazy_drain(self) -> list[Task]:
+        started = []
+        interactive, batch = self._interactive, self._batch
+        running, most = self.running, self.max_concurrency
+        while running < most:
+            if interactive:
+                started.append(interactive.take())
+                running += 1
+                continue
+            if not batch:
+                now = self.clock()
+                if now >= self._valid_until:  # else the value in force is already this one
+                    self._pending = now
+                break
+            self.running = running
+            limit = self._reference_limit()
+            if self.batch_running >= limit:
+                break
+            task = batch.take()
+            running += 1
+            self.batch_running += 1
+            task.cap_at_dispatch = limit
+            started.append(task)
+        self.running = running
+        return started
+
+    def _lazy_finish(self, task: Task) -> list[Task]:
+        self.running -= 1
+        if task.interactive:
+            now = self.clock()
+            if self._pending is not None:
+                # The drain below evaluates afresh (superseding the pending value unseen) iff it runs out of
+                # interactive work before slots; otherwise the pending value outlives this sample: compute it now.
+                if len(self._interactive) >= self.max_concurrency - self.running:
+                    self._evaluate(self._pending)
+                self._pending = None
+            self._window.add(now, now - task.submitted_ms)
+            self._valid_until = -math.inf
+        else:
+            self.batch_running -= 1
+        return self._lazy_drain()
+
     # --- the stranded-work fix ------------------------------------------------------------------
     def next_check_ms(self) -> float | None:
         # After a drain, queued batch work with free slots means the cap is what holds it back.
         if not self._recheck or not len(self._batch) or self.running >= self.max_concurrency:
             return None
+        if self._pending is not None:
+            self._evaluate(self._pending)
         if self._cap >= self._bmax:
             return None  # the cap is as high as it goes: only a finishing batch task can help
         now = self.clock()
@@ -161,10 +218,16 @@ class Adaptive(Priority):
         return self._recheck  # next_check_ms() is None whenever recheckOnExpiry is off
 
     def batch_cap(self) -> float:
+        if self._pending is not None:
+            self._evaluate(self._pending)
         return self._cap
 
     def pressure(self) -> float:
+        if self._pending is not None:
+            self._evaluate(self._pending)
         return self._pressure
 
     def window_stats(self) -> tuple[float, float]:
+        if self._pending is not None:
+            self._evaluate(self._pending)
         return (self._rps, self._p95)
