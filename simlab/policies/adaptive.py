@@ -25,6 +25,20 @@ def js_round(x: float) -> int:
     return r + 1 if x - r >= 0.5 else r
 
 
+def full_count(window_ms: float, threshold: float) -> float:
+    """The fewest window samples n with `(n / window_ms) * 1000 / threshold >= 1`, computed as the policy
+    does (each step is correctly rounded, so monotone in n); inf when there is none to find."""
+    estimate = window_ms * threshold / 1000
+    if not estimate < 2.0**52:
+        return math.inf
+    n = max(1, int(estimate) - 2)
+    while n > 1 and ((n - 1) / window_ms) * 1000 / threshold >= 1:
+        n -= 1
+    while not ((n / window_ms) * 1000 / threshold >= 1):
+        n += 1
+    return n
+
+
 class Adaptive(Priority):
     name = "adaptive"
 
@@ -58,6 +72,10 @@ class Adaptive(Priority):
             if self._memo:
                 self._batch_limit = self._reference_limit
                 self._drain, self.finish = self._lazy_drain, self._lazy_finish
+        # From this many samples in the window the RPS term alone is full pressure and the cap its floor.
+        self._n_full = full_count(o.window_ms, self._rps_threshold)
+        x = self._bmax - self._range * 1.0
+        self._cap_full = max(self._bmin, js_round(x))
 
     def submit(self, task: Task) -> list[Task]:
         if task.interactive:
@@ -114,6 +132,11 @@ class Adaptive(Priority):
         now = self.clock()
         if now < self._valid_until:
             return self._cap
+        if self._window.count(now) >= self._n_full:
+            # The cap is the floor whatever the P95: only the instant is kept, and the values the time series
+            # shows are computed from it if it looks, as after a lazy drain.
+            self._pending = now
+            return self._cap_full
         return self._evaluate(now)
 
     def _evaluate(self, now: float) -> int:

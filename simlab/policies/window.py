@@ -56,6 +56,19 @@ class SlidingWindow:
                 s = self._sorted
                 del s[bisect_left(s, latency)]
 
+    def count(self, now: float) -> int:
+        """Samples in the window at `now`, trimming it as `snapshot(now)` would (the RPS without the P95)."""
+        ts, window = self._ts, self.window_ms
+        while ts and now - ts[0] > window:
+            ts.popleft()
+            latency = self._lat.popleft()
+            if self._big:
+                self._sorted.remove(latency)
+            else:
+                s = self._sorted
+                del s[bisect_left(s, latency)]
+        return len(ts)
+
     def snapshot(self, now: float) -> tuple[float, float]:
         """(completions per second, P95 latency ms) over the window; (0, 0) when empty."""
         self.trim(now)
