@@ -20,7 +20,7 @@ from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.policies.base import BATCH, INTERACTIVE
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
-from simlab.world.events import NORMAL, URGENT, Fire
+from simlab.world.events import NORMAL, URGENT, Fire, run_until
 from simlab.world.tasktable import Arrivals, Recorder, TaskTable
 from simlab.world.workloads import ClosedLoopUser, open_loop_columns, stream, workload_keys
 
@@ -249,7 +249,7 @@ class Engine:
                     env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
         sampler = env.process(self._sampler())
         try:
-            env.run(until=sampler)
+            run_until(env, sampler)
         except _Endless as exc:
             raise self._endless(exc.args[0]) from None
         for task in self._in_flight.values():
