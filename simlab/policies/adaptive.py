@@ -177,7 +177,14 @@ class Adaptive(Priority):
                     self._pending = now
                 break
             self.running = running
-            limit = self._reference_limit()
+            now = self.clock()  # _reference_limit(), inlined: once per drain that reaches the batch queue
+            if now < self._valid_until:
+                limit = self._cap
+            elif self._window.count(now) >= self._n_full:
+                self._pending = now
+                limit = self._cap_full
+            else:
+                limit = self._evaluate(now)
             if self.batch_running >= limit:
                 break
             task = batch.take()
