@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import textwrap
 import tomllib
@@ -46,6 +47,9 @@ def test_loadtest_table_and_fit(engine, tmp_path, capsys):
     for r in rows:  # the median of two rounds lies between them
         assert r["rounds"] == "2" and int(r["requests"]) >= 12
         assert float(r["tpot_min_ms"]) <= float(r["tpot_ms"]) <= float(r["tpot_max_ms"])
+        if os.path.isdir("/proc/self/task"):  # the stand-in serves from this process: it is "the server" here
+            assert float(r["server_cores"]) > 0 and float(r["server_waiting_cores"]) >= 0
+            assert 0 < float(r["machine_cores"]) <= os.cpu_count() + 0.5
     steps = {int(r["batch_size"]): float(r["tpot_ms"]) for r in rows if r["prompt_tokens"] == "16"}
     # the stand-in's decode step is 4 + 0.5 C ms (+ the others' short prefills); sleeps only add
     for c, s in steps.items():
@@ -108,6 +112,10 @@ def test_validate_real_end_to_end(engine, tmp_path, capsys):
     assert set(v["ranking_measured"]) == {"interactive p95_ms", "batch throughput_tok_s"}
     report = (out / "report.md").read_text()
     assert "Sim-to-real validation" in report and "arrivals x 1" in report
+    if os.path.isdir("/proc/self/task"):
+        assert "## CPU on this machine during each run" in report
+        cpu = json.loads((out / "measured" / "static-run1.json").read_text())["cpu"]
+        assert cpu["server"]["front end"]["cores"] > 0 and cpu["wall_s"] > 1
     # a rerun keeps the finished runs; a bare [backend.step] (calibrate-gpu's step.toml) re-simulates them
     capsys.readouterr()
     step = tmp_path / "step.toml"
