@@ -15,7 +15,7 @@ URL="$(bash scripts/real-engine.sh start | tail -1)"
 trap 'bash scripts/real-engine.sh stop >/dev/null 2>&1 || true' EXIT
 rm -rf "$OUT/loadtest" "$OUT/loadtest-check" "$OUT/loadtest-waiting" "$OUT/loadtest-a" "$OUT/loadtest-b" \
   "$OUT/calibration" "$OUT/validate-real" "$OUT/step-time-check" "$OUT/step-time-check.md"
-LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 64 --requests 32 --max-seconds 8 --rounds 3)
+LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 16,64 --requests 32 --max-seconds 8 --rounds 3)
 VR=(scenarios/real-engine.toml --url "$URL" --repeats 3 --node-policies adaptive --max-seconds 400
     --out "$OUT/validate-real")
 lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-a"

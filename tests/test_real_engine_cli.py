@@ -65,6 +65,24 @@ def test_loadtest_table_and_fit(engine, tmp_path, capsys):
     assert (out / "backend.toml").exists() and (out / "fit" / "step-profile.csv").exists()
 
 
+def test_loadtest_with_two_output_lengths_finds_the_admission_cost(tmp_path):
+    """An engine that pays 3 ms to take each request in: one output length cannot tell that from the
+    per-sequence cost, two can, and the fit finds it."""
+    url, eng, stop = start_in_thread(base_ms=4.0, per_seq_ms=0.5, per_token_ms=0.005, max_seqs=8, request_ms=5.0,
+                                     admit_ms=3.0)
+    try:
+        out = tmp_path / "lt"
+        assert main(["loadtest", url, "--concurrency", "1,4,8", "--prompt-tokens", "16,400", "--output-tokens",
+                     "8,32", "--requests", "12", "--max-seconds", "20", "--rounds", "1", "--out", str(out)]) == 0
+    finally:
+        stop()
+    rows = list(csv.DictReader(open(out / "loadtest.csv")))
+    assert sorted({r["output_tokens"] for r in rows}) == ["32", "8"] and len(rows) == 12
+    step = tomllib.loads((out / "backend.toml").read_text())["backend"]["step"]
+    assert 3 * 0.5 <= step.get("admit_ms", 0) <= 3 * 2, step
+    assert step["per_seq_ms"] < 0.5 * 2.5, step
+
+
 def test_validate_real_end_to_end(engine, tmp_path, capsys):
     url, eng = engine
     scen = tmp_path / "tiny.toml"

@@ -15,7 +15,9 @@ what it does
      replaced): drives the tasks through simlab.runtime to the server (streamed, timed) -> measured/;
   3. simulates exactly the same tasks with the scenario's continuous-batching backend -> simulated/;
   4. compares: P50/P95/P99 and TTFT P95 per class, batch throughput; relative error, run-to-run spread,
-     policy rankings -> summary.csv, verdict.json, report.md, figures/validate-real.png|svg.
+     policy rankings -> summary.csv, verdict.json, report.md, figures/validate-real.png|svg;
+  5. checks the step model alone on every measured run (evaluated at the sequences actually in flight),
+     beside the CPU the server's processes, this client and the machine used during the run (report.md).
 Finished runs are kept: rerunning the same command resumes (delete the folder to measure afresh).
 Loopback servers only; every run is bounded by --max-seconds.
 """
@@ -267,7 +269,9 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
 def _step_text(backend) -> str:
     st = backend.step
     text = (f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + "
-            f"{st.per_token_ms:g} ms/prefill token, front end {st.request_ms:g} ms/request")
+            f"{st.per_token_ms:g} ms/prefill token"
+            + (f" + {st.admit_ms:g} ms/admitted request" if st.admit_ms else "")
+            + f", front end {st.request_ms:g} ms/request")
     return text + (f", decode step from profile {st.profile}" if st.profile else "")
 
 

@@ -128,27 +128,29 @@ def summarize(rounds: list[Level]) -> tuple[dict, list[dict]]:
     return row, tokens
 
 
-async def loadtest(url: str, concurrency: list[int], prompts: list[int], output_tokens: int, requests: int,
+async def loadtest(url: str, concurrency: list[int], prompts: list[int], outputs: list[int] | int, requests: int,
                    max_seconds: float, rounds: int = 1, progress=print) -> tuple[list[dict], list[dict]]:
     """Every (prompt, concurrency) level `rounds` times; the sweep runs forwards, then backwards, and so on, so
     a slow drift of the machine's speed touches every level alike instead of biasing the slope."""
     client = Client(url)
     await client.model_name()
     await client.complete(8, 4)  # warm-up: the first request pays one-off start-up costs
-    levels = [(p, c) for p in prompts for c in concurrency]
-    runs: dict[tuple[int, int], list[Level]] = {lv: [] for lv in levels}
+    outputs = [outputs] if isinstance(outputs, int) else outputs
+    levels = [(p, o, c) for p in prompts for o in outputs for c in concurrency]
+    runs: dict[tuple[int, int, int], list[Level]] = {lv: [] for lv in levels}
     probe = CpuProbe(client.port)
     for r in range(rounds):
-        for p, c in (levels if r % 2 == 0 else levels[::-1]):
+        for p, o, c in (levels if r % 2 == 0 else levels[::-1]):
             t0 = time.monotonic()
             probe.start()
-            level = await run_level(client, c, p, output_tokens, max(requests, c), max_seconds)
+            level = await run_level(client, c, p, o, max(requests, c), max_seconds)
             level.cpu = probe.stop()
-            runs[(p, c)].append(level)
+            runs[(p, o, c)].append(level)
             row, _ = summarize([level])
             step = f"{row['tpot_ms']:.3f} ms" if row["tpot_ms"] != "" else "n/a"
             ttft = f"{row['ttft_ms']:.1f} ms" if row["ttft_ms"] != "" else "n/a"
-            progress(f"  {f'round {r + 1}/{rounds}: ' if rounds > 1 else ''}prompt {p:>5} x {c:>2} sequences: "
+            progress(f"  {f'round {r + 1}/{rounds}: ' if rounds > 1 else ''}prompt {p:>5}"
+                     f"{f' output {o:>4}' if len(outputs) > 1 else ''} x {c:>2} sequences: "
                      f"time per token {step}, TTFT {ttft}, {row['requests']} requests, {row['gaps']} gaps "
                      f"({time.monotonic() - t0:.0f} s){_cpu_text(level.cpu)}")
     rows, tokens = [], []
