@@ -15,8 +15,8 @@ URL="$(bash scripts/real-engine.sh start | tail -1)"
 trap 'bash scripts/real-engine.sh stop >/dev/null 2>&1 || true' EXIT
 rm -rf "$OUT/loadtest" "$OUT/loadtest-check" "$OUT/loadtest-waiting" "$OUT/loadtest-a" "$OUT/loadtest-b" \
   "$OUT/calibration" "$OUT/validate-real" "$OUT/step-time-check" "$OUT/step-time-check.md"
-LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 64 --requests 32 --max-seconds 8 --rounds 3)
-VR=(scenarios/real-engine.toml --url "$URL" --repeats 2 --node-policies adaptive --max-seconds 400
+LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 16,64 --requests 32 --max-seconds 8 --rounds 3)
+VR=(scenarios/real-engine.toml --url "$URL" --repeats 3 --node-policies adaptive --max-seconds 400
     --out "$OUT/validate-real")
 lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-a"
 lock "$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/loadtest-a/backend.toml"
@@ -24,7 +24,13 @@ lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-b"
 bash scripts/real-engine.sh stop
 # the calibration: both load tests' tables, one fit; the validation re-simulated with it
 mkdir -p "$OUT/calibration"
-{ cat "$OUT/loadtest-a/loadtest.csv"; tail -n +2 "$OUT/loadtest-b/loadtest.csv"; } > "$OUT/calibration/loadtest.csv"
+.venv/bin/python - "$OUT/loadtest-a/loadtest.csv" "$OUT/loadtest-b/loadtest.csv" > "$OUT/calibration/loadtest.csv" <<'EOF'
+import csv, sys  # both tables' rows, under the union of their columns
+rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f, newline=""))]
+w = csv.DictWriter(sys.stdout, list(dict.fromkeys(k for r in rows for k in r)), restval="", lineterminator="\n")
+w.writeheader()
+w.writerows(rows)
+EOF
 "$SIMLAB" calibrate-gpu "$OUT/calibration/loadtest.csv" --out "$OUT/calibration"
 "$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/calibration/step.toml"
 # held out: A's fit on B's table (and the A-vs-B test-retest difference)

@@ -173,13 +173,14 @@ class TokenTime(Strict):
 
 class StepTime(Strict):
     """Continuous batching: one iteration takes base_ms + per_token_ms * tokens in the step
-    (+ per_seq_ms * sequences), or is interpolated from a measured profile; a request reaches the engine
-    request_ms after its dispatch (the server's front end)."""
+    (+ per_seq_ms * sequences, + admit_ms per request whose prefill runs in it), or is interpolated from a
+    measured profile; a request reaches the engine request_ms after its dispatch (the server's front end)."""
 
     base_ms: float = Field(default=10.0, ge=0)
     per_token_ms: float = Field(default=0.0, ge=0)
     per_seq_ms: float = Field(default=0.0, ge=0)
     request_ms: float = Field(default=0.0, ge=0)  # front-end latency before a request reaches the engine
+    admit_ms: float = Field(default=0.0, ge=0)  # the engine's own cost of taking a request in (its first step)
     profile: str | None = None  # CSV: batch_size,step_ms (from `simlab calibrate-gpu`)
 
     @model_validator(mode="after")

@@ -70,16 +70,16 @@ def naive(reqs, max_seqs, max_tokens, step_ms):
     return out
 
 
-def formula(base, per_token, per_seq):
+def formula(base, per_token, per_seq, admit=0.0):
     def step(n, n_prefill, prefill_tokens):
-        return base + per_token * (prefill_tokens + n - n_prefill) + per_seq * n
+        return base + per_token * (prefill_tokens + n - n_prefill) + per_seq * n + admit * n_prefill
 
     return step
 
 
-def profiled(xs, ys, per_token):
+def profiled(xs, ys, per_token, admit=0.0):
     def step(n, n_prefill, prefill_tokens):
-        return float(np.interp(n, xs, ys)) + per_token * prefill_tokens
+        return float(np.interp(n, xs, ys)) + per_token * prefill_tokens + admit * n_prefill
 
     return step
 
@@ -366,14 +366,15 @@ def cases(draw):
     max_tokens = draw(st.one_of(st.none(), st.integers(1, 250)))
     per_token = draw(grid(0, 0.5, 1 / 16))
     if draw(st.booleans()):
-        step = dict(base_ms=draw(grid(0.5, 20, 0.25)), per_token_ms=per_token, per_seq_ms=draw(grid(0, 4, 0.25)))
+        step = dict(base_ms=draw(grid(0.5, 20, 0.25)), per_token_ms=per_token, per_seq_ms=draw(grid(0, 4, 0.25)),
+                    admit_ms=draw(st.sampled_from([0.0, 0.0, 1.5, 6.25])))
         profile = None
-        step_fn = formula(step["base_ms"], per_token, step["per_seq_ms"])
+        step_fn = formula(step["base_ms"], per_token, step["per_seq_ms"], step["admit_ms"])
     else:  # batch sizes 1, 2, 4, 8 (power-of-two gaps: exact interpolation)
         ys = draw(st.lists(grid(0.5, 30, 0.25), min_size=4, max_size=4))
         profile = ([1, 2, 4, 8], ys)
-        step = dict(base_ms=1.0, per_token_ms=per_token)
-        step_fn = profiled(*profile, per_token)
+        step = dict(base_ms=1.0, per_token_ms=per_token, admit_ms=draw(st.sampled_from([0.0, 2.5])))
+        step_fn = profiled(*profile, per_token, step["admit_ms"])
     step["request_ms"] = draw(st.sampled_from([0.0, 0.0, 2.5, 10.0, 37.25]))
     chain = draw(st.booleans())
     return reqs, followers, max_seqs, max_tokens, step, profile, step_fn, chain
@@ -413,11 +414,12 @@ def test_matches_naive_simulator_on_random_floats():
             per_token_ms=float(rng.uniform(0, 0.05)),
             per_seq_ms=float(rng.uniform(0, 3)),
             request_ms=float(rng.uniform(0, 50)) if seed % 3 == 0 else 0.0,
+            admit_ms=float(rng.uniform(0, 8)) if seed % 2 == 0 else 0.0,
         )
         tasks = [task(i, t, int(rng.integers(1, 1500)), int(rng.integers(1, 300))) for i, t in enumerate(times)]
         h = Harness(cfg).at(tasks, chain=bool(seed % 2)).run()
         s = cfg.step
-        check_against_naive(h, formula(s.base_ms, s.per_token_ms, s.per_seq_ms), cfg)
+        check_against_naive(h, formula(s.base_ms, s.per_token_ms, s.per_seq_ms, s.admit_ms), cfg)
 
 
 # --- through the engine ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import textwrap
 import tomllib
@@ -46,6 +47,9 @@ def test_loadtest_table_and_fit(engine, tmp_path, capsys):
     for r in rows:  # the median of two rounds lies between them
         assert r["rounds"] == "2" and int(r["requests"]) >= 12
         assert float(r["tpot_min_ms"]) <= float(r["tpot_ms"]) <= float(r["tpot_max_ms"])
+        if os.path.isdir("/proc/self/task"):  # the stand-in serves from this process: it is "the server" here
+            assert float(r["server_cores"]) > 0 and float(r["server_waiting_cores"]) >= 0
+            assert 0 < float(r["machine_cores"]) <= os.cpu_count() + 0.5
     steps = {int(r["batch_size"]): float(r["tpot_ms"]) for r in rows if r["prompt_tokens"] == "16"}
     # the stand-in's decode step is 4 + 0.5 C ms (+ the others' short prefills); sleeps only add
     for c, s in steps.items():
@@ -59,6 +63,24 @@ def test_loadtest_table_and_fit(engine, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert 'kind = "continuous-batching"' in printed and "max_num_seqs = 4" in printed
     assert (out / "backend.toml").exists() and (out / "fit" / "step-profile.csv").exists()
+
+
+def test_loadtest_with_two_output_lengths_finds_the_admission_cost(tmp_path):
+    """An engine that pays 3 ms to take each request in: one output length cannot tell that from the
+    per-sequence cost, two can, and the fit finds it."""
+    url, eng, stop = start_in_thread(base_ms=4.0, per_seq_ms=0.5, per_token_ms=0.005, max_seqs=8, request_ms=5.0,
+                                     admit_ms=3.0)
+    try:
+        out = tmp_path / "lt"
+        assert main(["loadtest", url, "--concurrency", "1,4,8", "--prompt-tokens", "16,400", "--output-tokens",
+                     "8,32", "--requests", "12", "--max-seconds", "20", "--rounds", "1", "--out", str(out)]) == 0
+    finally:
+        stop()
+    rows = list(csv.DictReader(open(out / "loadtest.csv")))
+    assert sorted({r["output_tokens"] for r in rows}) == ["32", "8"] and len(rows) == 12
+    step = tomllib.loads((out / "backend.toml").read_text())["backend"]["step"]
+    assert 3 * 0.5 <= step.get("admit_ms", 0) <= 3 * 2, step
+    assert step["per_seq_ms"] < 0.5 * 2.5, step
 
 
 def test_validate_real_end_to_end(engine, tmp_path, capsys):
@@ -108,6 +130,10 @@ def test_validate_real_end_to_end(engine, tmp_path, capsys):
     assert set(v["ranking_measured"]) == {"interactive p95_ms", "batch throughput_tok_s"}
     report = (out / "report.md").read_text()
     assert "Sim-to-real validation" in report and "arrivals x 1" in report
+    if os.path.isdir("/proc/self/task"):
+        assert "## CPU on this machine during each run" in report
+        cpu = json.loads((out / "measured" / "static-run1.json").read_text())["cpu"]
+        assert cpu["server"]["front end"]["cores"] > 0 and cpu["wall_s"] > 1
     # a rerun keeps the finished runs; a bare [backend.step] (calibrate-gpu's step.toml) re-simulates them
     capsys.readouterr()
     step = tmp_path / "step.toml"

@@ -51,3 +51,19 @@ def test_ranking_disagreement():
     rows = compare({"a": fake(100, 50), "b": fake(200, 40)}, {"a": [fake(300, 50)], "b": [fake(200, 40)]})
     v = verdict(rows)
     assert not v["rankings_agree"] and math.isnan(rows[0]["spread"])
+
+
+def test_confidence_interval_of_the_measured_mean():
+    """Three runs 90, 100, 110: mean 100, sd 10, t(0.975, 2) = 4.303 -> 100 +- 24.8. A prediction of 120 is
+    20% off, yet inside that interval: the verdict says these runs cannot tell; 130 is outside it."""
+    measured = {"a": [fake(90, 50), fake(100, 50), fake(110, 50)]}
+    rows = compare({"a": fake(120, 50)}, measured)
+    r = next(r for r in rows if r["class"] == "interactive" and r["metric"] == "p95_ms")
+    assert (r["measured_ci_low"], r["measured_ci_high"]) == (pytest.approx(75.16, abs=0.01), pytest.approx(124.84, abs=0.01))
+    v = verdict(rows)
+    assert not v["all_within"] and v["outside_but_within_noise"] == ["a interactive p95_ms"]
+    assert "cannot tell the error from run-to-run noise" in markdown(rows, v, [])
+    v = verdict(compare({"a": fake(130, 50)}, measured))
+    assert not v["all_within"] and v["outside_but_within_noise"] == []
+    one = compare({"a": fake(120, 50)}, {"a": [fake(100, 50)]})  # one run: no interval
+    assert math.isnan(one[0]["measured_ci_low"]) and verdict(one)["outside_but_within_noise"] == []

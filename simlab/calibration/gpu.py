@@ -1,7 +1,8 @@
 """GPU profile calibration for the `continuous-batching` backend: fit its step-time model to a load test.
 
-The backend's iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (tokens: the prompt
-tokens of the sequences in prefill plus one per decoding sequence), and a request reaches the engine
+The backend's iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences + admit_ms * admitted`
+(tokens: the prompt tokens of the sequences in prefill plus one per decoding sequence; admitted: the sequences
+whose prefill runs in it), and a request reaches the engine
 `request_ms` after it is sent (the server's front end: HTTP, validation, hand-off to the engine process; it
 holds no sequence slot; the backend serves the front end one request at a time, which a closed-loop load test,
 whose requests come one by one, hardly ever queues, so the formulas below leave that queueing out). A load test run at a fixed concurrency (or batch size) C with prompts of P tokens
@@ -10,8 +11,8 @@ and O output tokens gives, per row, any of:
 | column (any of these names) | what | model (steady state: C sequences always running) |
 |---|---|---|
 | step_ms, decode_step_ms | one decode-only iteration | base + (per_token + per_seq) * C |
-| tpot_ms, itl_ms, mean_tpot_ms, mean_itl_ms | time per output token | base + per_token * k + per_seq * C |
-| ttft_ms, mean_ttft_ms | time to first token | request + base + per_token * (P + (C-1) * m) + per_seq * C + w |
+| tpot_ms, itl_ms, mean_tpot_ms, mean_itl_ms | time per output token | base + per_token * k + per_seq * C + admit * (C-1)/O |
+| ttft_ms, mean_ttft_ms | time to first token | request + base + per_token * (P + (C-1) * m) + per_seq * C + admit * (1 + (C-1)/O) + w |
 | latency_ms, e2e_latency_ms, e2el_ms, mean_e2el_ms | end-to-end | ttft + (O-1) * tpot |
 | output_tokens_per_s, output_throughput | server output tokens/s | C * O / latency |
 | request_tokens_per_s | one request's decode speed | 1000 / tpot |
@@ -26,9 +27,12 @@ lengths started together), TTFT includes every prompt's prefill and TPOT none: o
 `--prompt-tokens`, `--output-tokens` for every row). Without P and O, tpot and throughput rows are read as
 decode-only steps.
 
-Every row is linear in (base_ms, per_token_ms, per_seq_ms, request_ms): the fit is a non-negative
+Every row is linear in (base_ms, per_token_ms, per_seq_ms, request_ms, admit_ms): the fit is a non-negative
 least-squares (`scipy.optimize.lsq_linear`) on relative errors, so rows of different sizes count alike.
 request_ms is fitted only from rows that see it (TTFT, latency, throughput with known lengths), else it is 0.
+admit_ms is fitted only when the table has at least two output lengths: with one, a request's own cost and
+a sequence's are nearly collinear (a sequence joins once every O iterations), so it is 0 and per_seq_ms
+carries it.
 When the table cannot tell per-token from per-sequence cost (decode-only rows, one prompt length, no TTFT),
 per_token_ms is fixed (`--per-token-ms`, else 0) and the rest goes to per_seq_ms, with a warning.
 
@@ -82,13 +86,14 @@ class Row:
     value: float  # as measured (ms, or tokens/s)
 
     def regressors(self) -> tuple[np.ndarray, float]:
-        """(a, y): the model is a . (base, per_token, per_seq, request) = y, y in ms."""
+        """(a, y): the model is a . (base, per_token, per_seq, request, admit) = y, y in ms."""
         c, p, o = self.c, self.p, self.o
         known = p is not None and o is not None
         m = 1 + (p - 1) / o if known else 1.0
         k = 1 + (c - 1) * m
-        step = np.array([1.0, c, c, 0.0])
-        tpot = np.array([1.0, k, c, 0.0]) if known else step
+        step = np.array([1.0, c, c, 0.0, 0.0])
+        # the others join once every O iterations each: (C-1)/O admissions per iteration of this request
+        tpot = np.array([1.0, k, c, 0.0, (c - 1) / o]) if known else step
         if self.kind == "step":
             return step, self.value
         if self.kind == "tpot":
@@ -96,7 +101,7 @@ class Row:
         if self.kind == "request_rate":
             return tpot, 1000.0 / self.value
         # its own prefill iteration, after waiting on average half of the iteration running when it arrives
-        ttft = np.array([1.0, p + (c - 1) * m, c, 1.0]) + 0.5 * (1 - 1 / c) * tpot if known else None
+        ttft = np.array([1.0, p + (c - 1) * m, c, 1.0, 1 + (c - 1) / o]) + 0.5 * (1 - 1 / c) * tpot if known else None
         if self.kind == "ttft":
             return ttft, self.value
         latency = ttft + (o - 1) * tpot if known else None
@@ -127,6 +132,7 @@ class GpuFit:
     per_token_ms: float
     per_seq_ms: float
     request_ms: float
+    admit_ms: float
     identifiable: bool
     r2: dict[str, float]
     mean_rel_error: float
@@ -136,7 +142,7 @@ class GpuFit:
 
     @property
     def theta(self) -> np.ndarray:
-        return np.array([self.base_ms, self.per_token_ms, self.per_seq_ms, self.request_ms])
+        return np.array([self.base_ms, self.per_token_ms, self.per_seq_ms, self.request_ms, self.admit_ms])
 
     def predictions(self) -> list[dict]:
         out = []
@@ -232,9 +238,11 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
     W = A / y[:, None]  # relative errors
     notes = []
     free = [0, 1, 2] + ([3] if np.any(A[:, 3] != 0) else [])  # request_ms only where some row sees it
+    if len({r.o for r in rows if r.p is not None and r.o is not None and r.kind != "step"}) >= 2:
+        free.append(4)  # admit_ms: only several output lengths tell it from per_seq_ms
     sv = np.linalg.svd(W[:, free], compute_uv=False)
     identifiable = bool(sv[-1] > 1e-6 * sv[0]) and per_token_ms is None
-    theta = np.zeros(4)
+    theta = np.zeros(5)
     if identifiable:
         theta[free] = optimize.lsq_linear(W[:, free], np.ones(len(y)), bounds=(0, np.inf)).x
     else:
@@ -275,7 +283,7 @@ def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:
     ttft = {r.line: r.value for r in rows if r.kind == "ttft"}
     for r in rows:
         known = r.p is not None and r.o is not None
-        prefill_share = fit.per_token_ms * (r.c - 1) * (r.p - 1) / r.o if known else 0.0
+        prefill_share = ((fit.per_token_ms * (r.p - 1) + fit.admit_ms) * (r.c - 1) / r.o) if known else 0.0
         if r.kind == "step":
             d = r.value
         elif r.kind == "tpot":
@@ -304,7 +312,7 @@ def step_toml(fit: GpuFit, profile_name: str | None) -> str:
         f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
         f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
         f"request_ms = {round(fit.request_ms, 6)!r}",
-    ]
+    ] + ([f"admit_ms = {round(fit.admit_ms, 6)!r}"] if fit.admit_ms else [])
     if profile_name:
         lines.append(f"# profile = \"{profile_name}\"  # the measured decode step per batch size, interpolated "
                      "(per_token_ms still prices prefill)")
@@ -328,7 +336,7 @@ def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> st
         f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
         f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
         f"request_ms = {round(fit.request_ms, 6)!r}",
-    ]
+    ] + ([f"admit_ms = {round(fit.admit_ms, 6)!r}"] if fit.admit_ms else [])
     if profile_path and fit.profile:
         lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
                      "interpolated, instead of base + per_seq (noisier on a busy machine)")

@@ -657,7 +657,9 @@ def gpu_figure(fit, directory: Path) -> list[Path]:
                 ax.text(0.98, 0.04, f"R\u00b2 = {fit.r2[kind]:.4f}", transform=ax.transAxes, ha="right", fontsize=15)
         axes.flat[0].legend(loc="upper left", fontsize=13)
         style.title(fig, f"Step-time fit: base {fit.base_ms:.3g} ms + {fit.per_token_ms:.3g} ms/token + "
-                         f"{fit.per_seq_ms:.3g} ms/sequence, front end {fit.request_ms:.3g} ms "
+                         f"{fit.per_seq_ms:.3g} ms/sequence"
+                         + (f" + {fit.admit_ms:.3g} ms/admission" if fit.admit_ms else "")
+                         + f", front end {fit.request_ms:.3g} ms "
                          f"(mean error {fit.mean_rel_error:.1%})")
         return style.save(fig, directory, "gpu-fit")
 
@@ -673,6 +675,7 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
     md.append(md_table(["parameter", "value"], [
         ["base_ms", f"{fit.base_ms:.4g}"], ["per_token_ms", f"{fit.per_token_ms:.4g}"],
         ["per_seq_ms", f"{fit.per_seq_ms:.4g}"], ["request_ms", f"{fit.request_ms:.4g}"],
+        *([["admit_ms", f"{fit.admit_ms:.4g}"]] if fit.admit_ms else []),
         ["mean relative error", f"{fit.mean_rel_error:.2%}"], ["largest relative error", f"{fit.max_rel_error:.2%}"],
         *[[f"R\u00b2, {MEASURE_LABELS[k]}", f"{v:.4f}"] for k, v in fit.r2.items()],
     ]))
@@ -693,7 +696,9 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
               "measurement is written as a linear function of the four parameters for a closed-loop load test in "
               "steady state (see `simlab calibrate-gpu --help`), and the parameters are fitted by non-negative "
               "least squares on relative errors (`scipy.optimize.lsq_linear`). R\u00b2 is per measurement on its "
-              "own scale.\n")
+              "own scale.\n" + ("With several output lengths, admit_ms (the engine's cost of taking a request in, "
+                                 "paid in the iteration of its prefill) is fitted as a fifth parameter.\n"
+                                 if fit.admit_ms else ""))
     path = out / "report.md"
     atomic_write_text(path, "\n".join(md))
     lines = ["line,measure,batch_size,prompt_tokens,output_tokens,measured,fitted,relative_error"]

@@ -18,7 +18,8 @@ the table (CSV): one row per load-test setting
                output_tokens_per_s | output_throughput  server output tokens/s
                request_tokens_per_s                 one request's decode speed
   e.g. vLLM's benchmarks/benchmark_serving.py run at several --max-concurrency values.
-model: step = base_ms + per_token_ms * tokens + per_seq_ms * sequences, and each request reaches the engine
+model: step = base_ms + per_token_ms * tokens + per_seq_ms * sequences (+ admit_ms per request admitted in
+the step, fitted when the table has several output lengths), and each request reaches the engine
 request_ms after it is sent (the front end; fitted from TTFT/latency rows), by non-negative least squares
 on relative errors; the fit error (R^2 per measurement, mean and largest relative error) is reported.
 outputs (in --out, default results/calibrate-gpu/TABLE-NAME/):
@@ -71,8 +72,9 @@ def main(args) -> int:
     atomic_write_text(out / "step.toml", step_toml(fit, profile_name))
     report = write_gpu_report(fit, out, "step.toml", profile_name, figures=not args.no_figures)
     print(f"{args.table}: {len(fit.rows)} measurements")
-    print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences; "
-          f"front end {fit.request_ms:.4g} ms per request")
+    print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences"
+          + (f" + {fit.admit_ms:.4g} ms per admitted request" if fit.admit_ms else "")
+          + f"; front end {fit.request_ms:.4g} ms per request")
     print(f"fit error: mean {fit.mean_rel_error:.2%}, largest {fit.max_rel_error:.2%}; R^2 "
           + ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items()))
     for n in fit.notes:

@@ -9,14 +9,18 @@ from simlab.errors import InputError
 
 EPILOG = """\
 what it does (bounded: --requests per level, --max-seconds per level; loopback servers only)
-  for each prompt length and each concurrency C: C workers send back-to-back requests of exactly
-  --output-tokens tokens (prompts as token ids, ignore_eos), every streamed token timed; the whole sweep
-  --rounds times (alternately forwards and backwards), the median over rounds kept.
+  for each prompt length, output length and concurrency C: C workers send back-to-back requests of exactly
+  that many output tokens (prompts as token ids, ignore_eos), every streamed chunk timed; the whole sweep
+  --rounds times (alternately forwards and backwards), the median over rounds kept. Two output lengths
+  (e.g. --output-tokens 16,64) let the fit tell the engine's cost of taking a request in (admit_ms) from
+  a running sequence's (per_seq_ms). During each level the server's processes (found by the URL's port)
+  and this client are measured: cores used and cores' worth of run-queue wait (Linux only).
 outputs (in --out, default results/loadtest/):
   loadtest.csv   one row per level: batch_size, prompt_tokens, output_tokens, tpot_ms (mean time per
                  output token), ttft_ms, latency_ms (medians over rounds; tpot_min_ms/tpot_max_ms:
                  the spread between rounds) -> `simlab calibrate-gpu`; gap_median_ms (median
-                 token gap with C sequences in flight, p10/p90) for reference
+                 token gap with C sequences in flight, p10/p90) for reference; server_cores,
+                 server_waiting_cores, client_cores, machine_cores: who used the CPUs meanwhile
   tokens.csv     every streamed token: level, request, token index, time, gap, sequences in flight
   fit/           `simlab calibrate-gpu loadtest.csv` (step.toml, step-profile.csv, report.md)
   backend.toml   the fitted continuous-batching [backend] as a scenario snippet (also printed)
@@ -47,7 +51,8 @@ def register(sub) -> None:
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8011 (loopback only)")
     p.add_argument("--concurrency", default="1,2,4,8,12,16", help="sequences in flight (default 1,2,4,8,12,16)")
     p.add_argument("--prompt-tokens", default="32,512", help="prompt lengths (default 32,512)")
-    p.add_argument("--output-tokens", type=int, default=64, help="tokens per request (default 64)")
+    p.add_argument("--output-tokens", default="64", help="tokens per request, one or several (default 64; e.g. 16,64 "
+                   "separates a request's own cost from a sequence's, which one length cannot)")
     p.add_argument("--requests", type=int, default=24, help="measured requests per level, at least C (default 24)")
     p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level (default 60)")
     p.add_argument("--rounds", type=int, default=3, help="repeat the whole sweep, alternately forwards and "
@@ -69,7 +74,8 @@ def main(args) -> int:
     loopback_url(args.url, "URL")
     conc = _ints(args.concurrency, "--concurrency")
     prompts = _ints(args.prompt_tokens, "--prompt-tokens")
-    for flag, v in (("--output-tokens", args.output_tokens), ("--requests", args.requests)):
+    outputs = _ints(args.output_tokens, "--output-tokens")
+    for flag, v in (("--output-tokens", min(outputs)), ("--requests", args.requests)):
         if v < 2:
             raise InputError(None, flag, f"must be at least 2 (found {v})")
     if args.rounds < 1:
@@ -77,10 +83,10 @@ def main(args) -> int:
     if not args.max_seconds > 0:
         raise InputError(None, "--max-seconds", f"must be positive (found {args.max_seconds:g})")
     out = Path(args.out)
-    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, {args.output_tokens} output tokens, "
+    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, outputs {outputs} tokens, "
           f"{args.rounds} round(s)")
     try:
-        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, args.output_tokens, args.requests,
+        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, outputs, args.requests,
                                             args.max_seconds, args.rounds))
     except (OSError, ServerError) as exc:
         raise InputError(None, args.url, f"the server failed: {exc}") from None

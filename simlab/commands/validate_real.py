@@ -15,7 +15,9 @@ what it does
      replaced): drives the tasks through simlab.runtime to the server (streamed, timed) -> measured/;
   3. simulates exactly the same tasks with the scenario's continuous-batching backend -> simulated/;
   4. compares: P50/P95/P99 and TTFT P95 per class, batch throughput; relative error, run-to-run spread,
-     policy rankings -> summary.csv, verdict.json, report.md, figures/validate-real.png|svg.
+     policy rankings -> summary.csv, verdict.json, report.md, figures/validate-real.png|svg;
+  5. checks the step model alone on every measured run (evaluated at the sequences actually in flight),
+     beside the CPU the server's processes, this client and the machine used during the run (report.md).
 Finished runs are kept: rerunning the same command resumes (delete the folder to measure afresh).
 Loopback servers only; every run is bounded by --max-seconds.
 """
@@ -61,7 +63,9 @@ def main(args) -> int:
     from simlab.policies import POLICY_NAMES, load_options
     from simlab.runtime import compare as cmp
     from simlab.runtime.client import ServerError, loopback_url
-    from simlab.runtime.validate import RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks, simulate
+    from simlab.runtime.hostcpu import CpuProbe, CpuUse
+    from simlab.runtime.validate import (RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks,
+                                         simulate, step_at_measured_load)
     from simlab.scenario import load_scenario
 
     loopback_url(args.url, "--url")
@@ -108,6 +112,9 @@ def main(args) -> int:
     labels = {p: p for p in policies} | {f"{p} (article JS)": p for p in node_policies}
     predicted, measured = {}, {label: [] for label in labels}
     decode_sim, decode_real = {}, {label: [] for label in labels}
+    cpu = {label: [] for label in labels}
+    at_load = {label: [] for label in labels}
+    probe = CpuProbe(loopback_url(args.url)[1])
     for p in policies:
         sim = simulate(scenario, options[p], tasks, seed)
         atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sim, RECORD_COLUMNS))
@@ -126,9 +133,12 @@ def main(args) -> int:
             meta = path.with_suffix(".json")
             if path.exists() and meta.exists() and json.loads(meta.read_text())["identity"] == identity:
                 recs = _read_records(path)
+                saved = json.loads(meta.read_text()).get("cpu")
+                use = CpuUse.from_dict(saved) if saved else None
                 print(f"  {label} run {k + 1}: kept from {path}")
             else:
                 print(f"  {label} run {k + 1}: measuring ...", flush=True)
+                probe.start()
                 if node:
                     recs = _run_node(args.url, out / "options" / f"{p}.json", out / "tasks.csv", path, args.max_seconds)
                 else:
@@ -138,10 +148,14 @@ def main(args) -> int:
                     except (OSError, ServerError) as exc:
                         raise InputError(None, args.url, f"the server failed: {exc}") from None
                     atomic_write_text(path, csv_text(recs, RECORD_COLUMNS))
-                atomic_write_text(meta, json.dumps({"identity": identity}, indent=1))
+                use = probe.stop()
+                atomic_write_text(meta, json.dumps({"identity": identity, "cpu": use.to_dict() if use else None},
+                                                   indent=1))
+            cpu[label].append(use)
             m = metrics(recs)
             measured[label].append(m)
             decode_real[label].append({k: decode_ms_per_token(recs, k) for k in ("interactive", "batch")})
+            at_load[label].append({k: step_at_measured_load(recs, scenario.backend, k) for k in ("interactive", "batch")})
             print(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated {predicted[p]['interactive']['p95_ms']:.0f}), "
                   f"batch {m['batch']['throughput_tok_s']:.0f} tok/s (simulated {predicted[p]['batch']['throughput_tok_s']:.0f}); "
                   f"{m['interactive']['completed'] + m['batch']['completed']}/{len(recs)} completed", flush=True)
@@ -152,14 +166,23 @@ def main(args) -> int:
     report = cmp.markdown(rows, v, header)
     report += ("\n## Where the difference comes from: the decode step each request saw\n\n"
                "Median over requests of (end - first token) / (output tokens - 1), in ms: the engine's step time "
-               "as the step model predicts it, without queueing or prefill.\n\n"
-               "| policy | class | simulated | measured (per run) | error |\n|---|---|---:|---:|---:|\n")
+               "as the step model predicts it, without queueing or prefill. 'simulated' is the simulation's own "
+               "run (its scheduling, its sequences in flight); 'model at the measured load' evaluates the step "
+               "model at the sequences actually in flight and the prefill tokens actually admitted during each "
+               "measured request's decode, so it checks the step model alone, run by run.\n\n"
+               "| policy | class | simulated | measured (per run) | error | sequences in flight (per run) "
+               "| model at the measured load (per run) | error of the model at the measured load (per run) |\n"
+               "|---|---|---:|---:|---:|---:|---:|---:|\n")
     for label, p in labels.items():
         for k in ("interactive", "batch"):
             runs = [d[k] for d in decode_real[label]]
             mean = sum(runs) / len(runs)
+            checks = [d[k] for d in at_load[label]]
             report += (f"| {label} | {k} | {decode_sim[p][k]:.1f} | {', '.join(f'{x:.1f}' for x in runs)} | "
-                       f"{(decode_sim[p][k] - mean) / mean:+.1%} |\n")
+                       f"{(decode_sim[p][k] - mean) / mean:+.1%} | {', '.join(f'{n:.1f}' for n, _, _ in checks)} | "
+                       f"{', '.join(f'{m:.1f}' for _, _, m in checks)} | "
+                       f"{', '.join(f'{(m - x) / x:+.1%}' for _, x, m in checks)} |\n")
+    report += _cpu_section(cpu, at_load)
     if not args.no_figures:
         cmp.figure(rows, out / "figures")
         report += "\n![predicted vs measured](figures/validate-real.png)\n"
@@ -168,6 +191,33 @@ def main(args) -> int:
     print(report)
     print(f"written: {out}/summary.csv, verdict.json, report.md")
     return 0
+
+
+def _cpu_section(cpu, at_load) -> str:
+    """Per measured run: how busy the machine's two kinds of work were, beside the decode-step error."""
+    uses = [u for runs in cpu.values() for u in runs if u]
+    if not uses:
+        return "\n(The server's processes were not visible: no CPU measurement.)\n"
+    names = sorted({n for u in uses for n, (r, w) in u.server.items() if r + w >= 0.01})  # idle helpers left out
+    text = ("\n## CPU on this machine during each run\n\n"
+            "Cores' worth of CPU time per wall second (simlab.runtime.hostcpu, from Linux schedstat): each server "
+            "process running, and waiting on a run queue (runnable, no core free); this client (the load "
+            "generator and the scheduler); the whole machine. An engine's processes may poll while they wait for "
+            "each other, so 'running' includes polling. The step model has no term for run-queue wait: "
+            "where the server waited more than during the load test that calibrated it (loadtest.csv's "
+            "server_waiting_cores), the decode step is slower than the model at the measured load.\n\n"
+            "| policy | run | " + " | ".join(f"{n} running + waiting" for n in names)
+            + " | client | machine | model at the measured load: error (batch) |\n|---|---:|" + "---:|" * (len(names) + 3) + "\n")
+    for label, runs in cpu.items():
+        for k, use in enumerate(runs):
+            if use is None:
+                continue
+            cells = [f"{use.server[n][0]:.2f} + {use.server[n][1]:.2f}" if n in use.server else "" for n in names]
+            _, step, model = at_load[label][k]["batch"]
+            err = (model - step) / step
+            text += (f"| {label} | {k + 1} | " + " | ".join(cells)
+                     + f" | {use.client_cores:.2f} | {use.machine_cores:.2f} | {err:+.1%} |\n")
+    return text
 
 
 def _with_backend(scenario, path):
@@ -219,7 +269,9 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
 def _step_text(backend) -> str:
     st = backend.step
     text = (f"{backend.max_num_seqs} sequences, step {st.base_ms:g} ms + {st.per_seq_ms:g} ms/sequence + "
-            f"{st.per_token_ms:g} ms/prefill token, front end {st.request_ms:g} ms/request")
+            f"{st.per_token_ms:g} ms/prefill token"
+            + (f" + {st.admit_ms:g} ms/admitted request" if st.admit_ms else "")
+            + f", front end {st.request_ms:g} ms/request")
     return text + (f", decode step from profile {st.profile}" if st.profile else "")
 
 

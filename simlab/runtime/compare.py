@@ -1,7 +1,8 @@
 """Predicted vs measured: one record per (policy, class, metric), and the policy rankings on both sides.
 
 Measured values are the mean over repeat runs; the spread is (max - min) / mean across them; the relative error
-is (predicted - measured mean) / measured mean. Ranking: policies ordered by interactive P95 (lower is better)
+is (predicted - measured mean) / measured mean; with two runs or more, the 95% confidence interval of the measured
+mean (Student's t over runs) says whether an error is larger than these runs can resolve. Ranking: policies ordered by interactive P95 (lower is better)
 and by batch throughput (higher is better); the verdicts agree when both orders are the same.
 """
 
@@ -12,7 +13,7 @@ import math
 from simlab.runtime.validate import CLASS_METRICS, METRIC_LABELS
 
 ROW_COLUMNS = ("policy", "class", "metric", "predicted", "measured", "measured_min", "measured_max", "spread",
-               "relative_error", "runs")
+               "relative_error", "runs", "measured_ci_low", "measured_ci_high")
 WATCHED = (("interactive", "p95_ms"), ("batch", "throughput_tok_s"))
 
 
@@ -32,8 +33,21 @@ def compare(predicted: dict, measured: dict) -> list[dict]:
                     "measured_min": min(vals) if vals else math.nan, "measured_max": max(vals) if vals else math.nan,
                     "spread": (max(vals) - min(vals)) / mean if len(vals) > 1 and mean else math.nan,
                     "relative_error": (p - mean) / mean if vals and mean else math.nan, "runs": len(vals),
+                    **dict(zip(("measured_ci_low", "measured_ci_high"), _mean_ci(vals))),
                 })
     return rows
+
+
+def _mean_ci(vals: list[float], level: float = 0.95) -> tuple[float, float]:
+    if len(vals) < 2:
+        return math.nan, math.nan
+    from scipy import stats
+
+    n = len(vals)
+    mean = sum(vals) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
 
 
 def ranking(rows: list[dict], side: str) -> dict[str, list[str]]:
@@ -59,18 +73,24 @@ def verdict(rows: list[dict], tolerance: float = 0.10) -> dict:
         order = meas[key]
         ties[key] = [f"{a} ~ {b}" for a, b in zip(order, order[1:])
                      if rng[a][0] <= rng[b][1] and rng[b][0] <= rng[a][1]]
+    # outside the tolerance, yet inside the measured mean's 95% CI: these runs cannot tell the error from noise
+    unresolved = [f"{r['policy']} {r['class']} {r['metric']}" for r in rows if (r["class"], r["metric"]) in WATCHED
+                  and abs(r["relative_error"]) > tolerance
+                  and r["measured_ci_low"] <= r["predicted"] <= r["measured_ci_high"]]
     return {"ranking_predicted": pred, "ranking_measured": meas, "rankings_agree": pred == meas,
-            "measured_ties": ties,
+            "measured_ties": ties, "outside_but_within_noise": unresolved,
             "tolerance": tolerance, "within_tolerance": within, "all_within": all(within.values())}
 
 
 def markdown(rows: list[dict], v: dict, header: list[str]) -> str:
     lines = ["# Sim-to-real validation", "", *header, "",
-             "| policy | class | metric | predicted | measured (mean of runs) | run-to-run (min-max) | spread | error |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+             "| policy | class | metric | predicted | measured (mean of runs) | run-to-run (min-max) | spread | "
+             "95% CI of the measured mean | error |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['policy']} | {r['class']} | {METRIC_LABELS[r['metric']]} | {_f(r['predicted'])} | "
                      f"{_f(r['measured'])} | {_f(r['measured_min'])}-{_f(r['measured_max'])} | {_pct(r['spread'])} | "
+                     f"{_f(r['measured_ci_low'])}-{_f(r['measured_ci_high'])} | "
                      f"{_pct(r['relative_error'], sign=True)} |")
     lines += ["", "## Verdicts", ""]
     for key in v["ranking_predicted"]:
@@ -83,6 +103,9 @@ def markdown(rows: list[dict], v: dict, header: list[str]) -> str:
     lines.append(f"- interactive P95 and batch throughput within {v['tolerance']:.0%} for every policy: "
                  f"**{'yes' if v['all_within'] else 'no'}**" +
                  ("" if v["all_within"] else " (outside: " + ", ".join(k for k, ok in v["within_tolerance"].items() if not ok) + ")"))
+    if v.get("outside_but_within_noise"):
+        lines.append("  - of those, the prediction lies inside the 95% CI of the measured mean (these runs cannot "
+                     "tell the error from run-to-run noise): " + ", ".join(v["outside_but_within_noise"]))
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,7 @@
 """A stand-in for the real engine in tests: an OpenAI-compatible streaming server (stdlib asyncio) that runs
 simlab's own continuous-batching rules in real time (FIFO admission up to `max_seqs`, one prefill iteration,
-one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens; a request
+one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens (+ admit_ms
+per admitted request); a request
 joins the engine's queue `request_ms` after the server has read it, the front end handling one request at a
 time, as the simulated backend assumes).
 
@@ -17,9 +18,9 @@ from collections import deque
 
 
 class FakeEngine:
-    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16, request_ms=0.0):
+    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16, request_ms=0.0, admit_ms=0.0):
         self.base_ms, self.per_seq_ms, self.per_token_ms, self.max_seqs = base_ms, per_seq_ms, per_token_ms, max_seqs
-        self.request_ms = request_ms
+        self.request_ms, self.admit_ms = request_ms, admit_ms
         self.waiting: deque = deque()
         self.running: list = []
         self._wake: asyncio.Event | None = None
@@ -31,17 +32,19 @@ class FakeEngine:
             if not self.waiting and not self.running:
                 self._wake.clear()
                 await self._wake.wait()
-            prefill = 0
+            prefill = admitted = 0
             while self.waiting and len(self.running) < self.max_seqs:
                 r = self.waiting.popleft()
                 if r["queue"] is None:
                     continue  # aborted while waiting
                 r["new"] = True
                 prefill += r["prompt"]
+                admitted += 1
                 self.running.append(r)
             self.max_batch = max(self.max_batch, len(self.running))
             n = len(self.running)
-            await asyncio.sleep((self.base_ms + self.per_seq_ms * n + self.per_token_ms * prefill) / 1000)
+            await asyncio.sleep((self.base_ms + self.per_seq_ms * n + self.per_token_ms * prefill
+                                 + self.admit_ms * admitted) / 1000)
             keep = []
             for r in self.running:
                 if r["queue"] is None:

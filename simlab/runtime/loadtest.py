@@ -10,6 +10,8 @@ sequences were in flight (`gap_median_ms`, with p10/p90). On a loaded machine th
 delivers tokens in bursts, so single gaps are unreliable; the table's `tpot_ms` is therefore the robust one:
 per request (last token - first token) / (tokens - 1), averaged over the measured requests, i.e. the mean
 iteration time with C sequences, prefills of the others included (calibrate-gpu models exactly that).
+`server_cores`, `server_waiting_cores`, `client_cores` and `machine_cores` say how busy this machine was
+during the level (simlab.runtime.hostcpu: cores' worth of CPU time, and of run-queue wait, per wall second).
 `ttft_ms` and `latency_ms` are means over the measured requests. With several rounds (the whole sweep
 repeated, alternately forwards and backwards), each column is the median over rounds of those per-round
 means, and `tpot_min_ms`/`tpot_max_ms` give the spread between rounds: on a shared machine one round of a
@@ -27,10 +29,11 @@ import time
 from dataclasses import dataclass
 
 from simlab.runtime.client import Client, Completion
+from simlab.runtime.hostcpu import CpuProbe, CpuUse
 
 TABLE_COLUMNS = ("batch_size", "prompt_tokens", "output_tokens", "tpot_ms", "ttft_ms", "latency_ms",
                  "tpot_min_ms", "tpot_max_ms", "gap_median_ms", "gap_p10_ms", "gap_p90_ms", "rounds", "requests",
-                 "gaps")
+                 "gaps", "server_cores", "server_waiting_cores", "client_cores", "machine_cores")
 TOKEN_COLUMNS = ("round", "batch_size", "prompt_tokens", "request", "token", "t_ms", "gap_ms", "in_flight")
 
 
@@ -41,6 +44,7 @@ class Level:
     o: int
     done: list  # measured Completions
     all: list  # every Completion of the level, priming ones too
+    cpu: CpuUse | None = None
 
 
 async def run_level(client: Client, c: int, p: int, o: int, requests: int, max_seconds: float) -> Level:
@@ -115,34 +119,50 @@ def summarize(rounds: list[Level]) -> tuple[dict, list[dict]]:
     row["tpot_ms"] = statistics.median(tpot_r) if tpot_r else ""
     row["tpot_min_ms"] = min(tpot_r) if tpot_r else ""
     row["tpot_max_ms"] = max(tpot_r) if tpot_r else ""
+    uses = [lv.cpu for lv in rounds if lv.cpu is not None]
+    for col, of in (("server_cores", lambda u: u.server_cores), ("server_waiting_cores", lambda u: u.server_wait),
+                    ("client_cores", lambda u: u.client_cores), ("machine_cores", lambda u: u.machine_cores)):
+        row[col] = round(statistics.median(of(u) for u in uses), 4) if uses else ""
     row["ttft_ms"] = statistics.median(ttft_r) if ttft_r else ""
     row["latency_ms"] = statistics.median(lat_r) if lat_r else ""
     return row, tokens
 
 
-async def loadtest(url: str, concurrency: list[int], prompts: list[int], output_tokens: int, requests: int,
+async def loadtest(url: str, concurrency: list[int], prompts: list[int], outputs: list[int] | int, requests: int,
                    max_seconds: float, rounds: int = 1, progress=print) -> tuple[list[dict], list[dict]]:
     """Every (prompt, concurrency) level `rounds` times; the sweep runs forwards, then backwards, and so on, so
     a slow drift of the machine's speed touches every level alike instead of biasing the slope."""
     client = Client(url)
     await client.model_name()
     await client.complete(8, 4)  # warm-up: the first request pays one-off start-up costs
-    levels = [(p, c) for p in prompts for c in concurrency]
-    runs: dict[tuple[int, int], list[Level]] = {lv: [] for lv in levels}
+    outputs = [outputs] if isinstance(outputs, int) else outputs
+    levels = [(p, o, c) for p in prompts for o in outputs for c in concurrency]
+    runs: dict[tuple[int, int, int], list[Level]] = {lv: [] for lv in levels}
+    probe = CpuProbe(client.port)
     for r in range(rounds):
-        for p, c in (levels if r % 2 == 0 else levels[::-1]):
+        for p, o, c in (levels if r % 2 == 0 else levels[::-1]):
             t0 = time.monotonic()
-            level = await run_level(client, c, p, output_tokens, max(requests, c), max_seconds)
-            runs[(p, c)].append(level)
+            probe.start()
+            level = await run_level(client, c, p, o, max(requests, c), max_seconds)
+            level.cpu = probe.stop()
+            runs[(p, o, c)].append(level)
             row, _ = summarize([level])
             step = f"{row['tpot_ms']:.3f} ms" if row["tpot_ms"] != "" else "n/a"
             ttft = f"{row['ttft_ms']:.1f} ms" if row["ttft_ms"] != "" else "n/a"
-            progress(f"  {f'round {r + 1}/{rounds}: ' if rounds > 1 else ''}prompt {p:>5} x {c:>2} sequences: "
+            progress(f"  {f'round {r + 1}/{rounds}: ' if rounds > 1 else ''}prompt {p:>5}"
+                     f"{f' output {o:>4}' if len(outputs) > 1 else ''} x {c:>2} sequences: "
                      f"time per token {step}, TTFT {ttft}, {row['requests']} requests, {row['gaps']} gaps "
-                     f"({time.monotonic() - t0:.0f} s)")
+                     f"({time.monotonic() - t0:.0f} s){_cpu_text(level.cpu)}")
     rows, tokens = [], []
     for lv in levels:
         row, toks = summarize(runs[lv])
         rows.append(row)
         tokens.extend(toks)
     return rows, tokens
+
+
+def _cpu_text(use: CpuUse | None) -> str:
+    if use is None:
+        return ""
+    return (f"; server {use.server_cores:.2f} cores + {use.server_wait:.2f} waiting, client {use.client_cores:.2f}, "
+            f"machine {use.machine_cores:.2f}")

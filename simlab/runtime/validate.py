@@ -144,3 +144,43 @@ def decode_ms_per_token(records: list[dict], kind: str) -> float:
     v = [(r["end_ms"] - r["arrival_ms"] - r["ttft_ms"]) / (r["output_tokens"] - 1) for r in records
          if r["kind"] == kind and r["outcome"] == "ok" and r["ttft_ms"] is not None and r["output_tokens"] > 4]
     return float(np.median(v)) if v else math.nan
+
+
+def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[float, float, float]:
+    """The step model checked on its own, on one run: (mean sequences in the engine, median measured decode step,
+    median model step) over the run's completed requests of `kind`. For each request the model is evaluated at the
+    sequences actually in flight during its decode phase (requests sent and not ended, at most max_num_seqs) and
+    the prefill tokens actually admitted meanwhile (prompts whose first token came then), so scheduling
+    differences between the simulation and the run drop out and only the step model is left."""
+    ok = [r for r in records if r["outcome"] == "ok" and r["ttft_ms"] is not None]
+    mine = [r for r in ok if r["kind"] == kind and r["output_tokens"] > 4]
+    if not mine:
+        return math.nan, math.nan, math.nan
+    st = backend.step
+    starts = np.sort([r["start_ms"] for r in ok])
+    ends = np.sort([r["end_ms"] for r in ok])
+    first = np.array([r["arrival_ms"] + r["ttft_ms"] for r in ok])
+    order = np.argsort(first)
+    first = first[order]
+    prefill = np.concatenate([[0.0], np.cumsum(np.array([r["prompt_tokens"] for r in ok], dtype=float)[order])])
+    joined = np.arange(len(first) + 1, dtype=float)
+    seqs, measured, model = [], [], []
+    for r in mine:
+        a, b = r["arrival_ms"] + r["ttft_ms"], r["end_ms"]
+        grid = np.linspace(a, b, 64, endpoint=False)
+        n = np.minimum(backend.max_num_seqs,
+                       np.searchsorted(starts, grid, "right") - np.searchsorted(ends, grid, "right")).mean()
+        steps = r["output_tokens"] - 1
+        lo, hi = np.searchsorted(first, a, "right"), np.searchsorted(first, b)
+        tokens, admitted = prefill[hi] - prefill[lo], joined[hi] - joined[lo]
+        decode = (float(np.interp(n, *_profile(st.profile))) if st.profile else st.base_ms + st.per_seq_ms * n)
+        seqs.append(n)
+        measured.append((b - a) / steps)
+        model.append(decode + (st.per_token_ms * tokens + st.admit_ms * admitted) / steps)
+    return float(np.mean(seqs)), float(np.median(measured)), float(np.median(model))
+
+
+def _profile(path):
+    from simlab.world.backends.continuous_batching import read_profile
+
+    return read_profile(path)

@@ -9,9 +9,11 @@ that produced its `output_tokens`-th token. A request dispatched mid-iteration w
 one dispatched exactly at a boundary joins the iteration that starts there. An idle server starts an
 iteration as soon as a request arrives.
 
-An iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences` (tokens: the prompt tokens
-of the sequences in prefill plus one per decoding sequence), or, with a measured `profile`, the profile's
-step time interpolated on the number of sequences plus `per_token_ms` per prefill token. Either way a step
+An iteration takes `base_ms + per_token_ms * tokens + per_seq_ms * sequences + admit_ms * admitted`
+(tokens: the prompt tokens of the sequences in prefill plus one per decoding sequence; admitted: the
+sequences whose prefill runs in it, each costing the engine a fixed amount to take in), or, with a measured
+`profile`, the profile's step time interpolated on the number of sequences plus `per_token_ms` per prefill
+token and `admit_ms` per admitted sequence. Either way a step
 slows down as the batch grows, so batch work in flight slows an interactive request even when a sequence
 slot is free: that is the effect this backend exists to show. With `request_ms`, a request passes through
 the server's front end before the iteration loop sees it: HTTP, validation and hand-off to the engine process
@@ -58,6 +60,7 @@ class ContinuousBatchingBackend(Backend):
         self._base = step.base_ms
         self._per_token = step.per_token_ms
         self._per_seq = step.per_seq_ms
+        self._admit_ms = step.admit_ms
         self._request_ms = step.request_ms
         self._in_front = 0  # dispatched, still in the front end (request_ms)
         self._front_free = 0.0  # when the front end has handled every request dispatched so far
@@ -215,6 +218,8 @@ class ContinuousBatchingBackend(Backend):
         else:
             d = self._table[n]
             first = d + self._per_token * prefill
+        if self._admit_ms:
+            first += self._admit_ms * len(self._prefill)
         self._t0, self._t1, self._d = now, now + first, d
         t1 = self._t1
         for task in self._prefill:
