@@ -131,10 +131,10 @@ def main(args) -> int:
             node = label != p
             path = out / "measured" / f"{p}{'-node' if node else ''}-run{k + 1}.csv"
             meta = path.with_suffix(".json")
-            if path.exists() and meta.exists() and json.loads(meta.read_text())["identity"] == identity:
+            saved = json.loads(meta.read_text()) if path.exists() and meta.exists() else {}
+            if saved.get("identity") == identity:
                 recs = _read_records(path)
-                saved = json.loads(meta.read_text()).get("cpu")
-                use = CpuUse.from_dict(saved) if saved else None
+                use = CpuUse.from_dict(saved["cpu"]) if saved.get("cpu") else None
                 print(f"  {label} run {k + 1}: kept from {path}")
             else:
                 print(f"  {label} run {k + 1}: measuring ...", flush=True)

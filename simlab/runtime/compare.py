@@ -43,10 +43,8 @@ def _mean_ci(vals: list[float], level: float = 0.95) -> tuple[float, float]:
         return math.nan, math.nan
     from scipy import stats
 
-    n = len(vals)
-    mean = sum(vals) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    mean = sum(vals) / len(vals)
+    half = float(stats.t.ppf(0.5 + level / 2, len(vals) - 1) * stats.sem(vals))  # zero for identical runs
     return mean - half, mean + half
 
 

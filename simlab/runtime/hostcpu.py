@@ -5,7 +5,8 @@ handling) split over several processes, so a step slows whenever one of them is 
 Linux keeps, per thread, the time spent running and the time spent waiting on a run queue
 (`/proc/PID/task/TID/schedstat`); read before and after a run, they show how much of the run each server process
 spent queued for a core. That contention is not in the step-time model, so it is measured beside every run.
-Linux only: elsewhere (or when the server's processes are not visible) the probe reports nothing.
+The server's processes and the machine's busy time come from psutil; the run-queue wait, which psutil does not
+give, from schedstat. Linux only: elsewhere (or when the server's processes are not visible) the probe reports nothing.
 """
 
 from __future__ import annotations
@@ -14,74 +15,35 @@ import os
 import time
 from dataclasses import dataclass
 
+import psutil
+
 PROC = "/proc"
 
 
-def _listening_inodes(port: int) -> set[str]:
-    inodes = set()
-    for name in ("tcp", "tcp6"):
-        try:
-            with open(f"{PROC}/net/{name}") as f:
-                next(f)
-                for line in f:
-                    cols = line.split()
-                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                        inodes.add(cols[9])
-        except OSError:
-            pass
-    return inodes
-
-
-def _pids() -> list[int]:
-    return [int(d) for d in os.listdir(PROC) if d.isdigit()]
+def server_root(port: int) -> int | None:
+    """The oldest process listening on `port` (the server's own, not a worker's inherited copy of the socket)."""
+    try:
+        owners = {c.pid for c in psutil.net_connections(kind="tcp")
+                  if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}
+    except psutil.Error:
+        return None
+    roots = [p for p in owners if _parent(p) not in owners]
+    return min(roots or owners, default=None)
 
 
 def _parent(pid: int) -> int | None:
     try:
-        with open(f"{PROC}/{pid}/stat") as f:
-            s = f.read()
-        return int(s[s.rindex(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
         return None
-
-
-def server_root(port: int) -> int | None:
-    """The oldest process holding the listening socket of `port` (the server's own, not a worker's copy)."""
-    wanted = {f"socket:[{i}]" for i in _listening_inodes(port)}
-    if not wanted:
-        return None
-    owners = []
-    for pid in _pids():
-        try:
-            fds = os.listdir(f"{PROC}/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"{PROC}/{pid}/fd/{fd}") in wanted:
-                    owners.append(pid)
-                    break
-            except OSError:
-                continue
-    if not owners:
-        return None
-    owner_set = set(owners)
-    roots = [p for p in owners if _parent(p) not in owner_set]
-    return min(roots or owners)
 
 
 def process_tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid in _pids():
-        parent = _parent(pid)
-        if parent is not None:
-            children.setdefault(parent, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, ()))
-    return out
+    try:
+        proc = psutil.Process(root)
+        return [root] + [c.pid for c in proc.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def _schedstat(pid: int) -> tuple[str, int, int] | None:
@@ -103,17 +65,10 @@ def _schedstat(pid: int) -> tuple[str, int, int] | None:
     return name, run, wait
 
 
-def _machine_busy_ns() -> tuple[int, int] | None:
-    """(busy, total) CPU time of the whole machine so far, in ns (from /proc/stat's jiffies)."""
-    try:
-        with open(f"{PROC}/stat") as f:
-            cols = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    tick = 1e9 / os.sysconf("SC_CLK_TCK")
-    idle = cols[3] + (cols[4] if len(cols) > 4 else 0)  # idle + iowait
-    total = sum(cols[:8])
-    return int((total - idle) * tick), int(total * tick)
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy so far (idle and I/O wait left out)."""
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
 
 
 @dataclass
@@ -165,7 +120,7 @@ class CpuProbe:
         server = {p: s for p in process_tree(root) if (s := _schedstat(p)) is not None}
         if root in server:  # the process that owns the port: the HTTP front end, whatever its program is called
             server[root] = ("front end",) + server[root][1:]
-        return time.monotonic(), server, _own_cpu_s(), _machine_busy_ns()
+        return time.monotonic(), server, _own_cpu_s(), _machine_busy_s()
 
     def start(self) -> None:
         self._before = self._snap()
@@ -183,5 +138,5 @@ class CpuProbe:
             base = server0.get(pid, (name, 0, 0))  # a process started during the run counts from zero
             r, w = server.get(name, (0.0, 0.0))
             server[name] = (r + (run - base[1]) / 1e9 / wall, w + (wait - base[2]) / 1e9 / wall)
-        machine = (machine1[0] - machine0[0]) / 1e9 / wall if machine0 and machine1 else float("nan")
+        machine = (machine1 - machine0) / wall
         return CpuUse(wall, dict(sorted(server.items())), (client1 - client0) / wall, machine)

@@ -164,6 +164,7 @@ def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[floa
     first = first[order]
     prefill = np.concatenate([[0.0], np.cumsum(np.array([r["prompt_tokens"] for r in ok], dtype=float)[order])])
     joined = np.arange(len(first) + 1, dtype=float)
+    profile = _profile(st.profile) if st.profile else None
     seqs, measured, model = [], [], []
     for r in mine:
         a, b = r["arrival_ms"] + r["ttft_ms"], r["end_ms"]
@@ -173,7 +174,7 @@ def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[floa
         steps = r["output_tokens"] - 1
         lo, hi = np.searchsorted(first, a, "right"), np.searchsorted(first, b)
         tokens, admitted = prefill[hi] - prefill[lo], joined[hi] - joined[lo]
-        decode = (float(np.interp(n, *_profile(st.profile))) if st.profile else st.base_ms + st.per_seq_ms * n)
+        decode = float(np.interp(n, *profile)) if profile else st.base_ms + st.per_seq_ms * n
         seqs.append(n)
         measured.append((b - a) / steps)
         model.append(decode + (st.per_token_ms * tokens + st.admit_ms * admitted) / steps)
