@@ -74,6 +74,7 @@ class Adaptive(Priority):
                 self._drain, self.finish = self._lazy_drain, self._lazy_finish
         # From this many samples in the window the RPS term alone is full pressure and the cap its floor.
         self._n_full = full_count(o.window_ms, self._rps_threshold)
+        self._full_until = -math.inf  # before this instant the window holds at least `_n_full` samples
         x = self._bmax - self._range * 1.0
         self._cap_full = max(self._bmin, js_round(x))
 
@@ -132,7 +133,11 @@ class Adaptive(Priority):
         now = self.clock()
         if now < self._valid_until:
             return self._cap
+        if now < self._full_until:
+            self._pending = now
+            return self._cap_full
         if self._window.count(now) >= self._n_full:
+            self._full_until = self._window.held_until(self._n_full)
             # The cap is the floor whatever the P95: only the instant is kept, and the values the time series
             # shows are computed from it if it looks, as after a lazy drain.
             self._pending = now
@@ -180,8 +185,12 @@ class Adaptive(Priority):
             now = self.clock()  # _reference_limit(), inlined: once per drain that reaches the batch queue
             if now < self._valid_until:
                 limit = self._cap
+            elif now < self._full_until:  # the count is still full pressure: no need to count again
+                self._pending = now
+                limit = self._cap_full
             elif self._window.count(now) >= self._n_full:
                 self._pending = now
+                self._full_until = self._window.held_until(self._n_full)
                 limit = self._cap_full
             else:
                 limit = self._evaluate(now)

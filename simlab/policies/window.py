@@ -69,6 +69,11 @@ class SlidingWindow:
                 del s[bisect_left(s, latency)]
         return len(ts)
 
+    def held_until(self, k: int) -> float:
+        """The first instant at which fewer than `k` samples remain (with no `add`), given at least `k` now:
+        when the k-th newest expires. An `add` only moves it later, so it stays a safe bound."""
+        return expiry_instant(self._ts[-k], self.window_ms)
+
     def snapshot(self, now: float) -> tuple[float, float]:
         """(completions per second, P95 latency ms) over the window; (0, 0) when empty."""
         self.trim(now)
