@@ -209,3 +209,35 @@ def test_arrival_counter_matches_naive(window_ms, ops):
                 assert ours.next_expiry_ms() == expiry_instant(theirs.ts[0], window_ms)
             else:
                 assert ours.next_expiry_ms() is None
+
+
+def test_top_refills_match_the_article_on_long_runs(monkeypatch):
+    # Only the largest latencies are kept in order and refilled when expiries leave too few: with a tiny
+    # `TOP`, refills happen all the time; patterns that stress them: falling latencies (every expiry is a
+    # top value), rising ones (every add is), ties, and gaps that empty the window.
+    import random
+
+    from simlab.policies import window
+
+    for top in (1, 2, 5, window.TOP):
+        monkeypatch.setattr(window, "TOP", top)
+        for seed in range(6):
+            rng = random.Random(seed)
+            win = rng.choice([5.0, 50.0, 500.0])
+            ours, theirs = SlidingWindow(win), ArticleWindow(win)
+            now = 0.0
+            for i in range(1500):
+                pattern = (i // 300 + seed) % 4
+                lat = (float(1500 - i) if pattern == 0 else float(i) if pattern == 1
+                       else float(rng.randint(0, 3)) if pattern == 2 else rng.uniform(0, 100))
+                now += rng.choice([0.0, 0.5, 1.0, rng.expovariate(1.0)]) if rng.random() > 0.01 else 2 * win
+                if rng.random() < 0.7:
+                    ours.add(now, lat)
+                    theirs.add_sample(now, lat)
+                if rng.random() < 0.5:
+                    a, b = ours.snapshot(now), theirs.snapshot(now)
+                    assert bits(a[0]) == bits(b[0]) and bits(a[1]) == bits(b[1]), (top, seed, i)
+                    assert len(ours) == len(theirs.samples)
+            top_values = sorted(ours._top)
+            rest = sorted(s["latencyMs"] for s in theirs.samples)
+            assert all(v <= top_values[0] for v in rest[: len(rest) - len(top_values)]) if top_values else True

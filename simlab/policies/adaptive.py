@@ -71,7 +71,7 @@ class Adaptive(Priority):
             self.submit = super().submit  # nothing to count: one call per submission, not two
             if self._memo:
                 self._batch_limit = self._reference_limit
-                self._drain, self.finish = self._lazy_drain, self._lazy_finish
+                self.submit, self._drain, self.finish = self._lazy_submit, self._lazy_drain, self._lazy_finish
         # From this many samples in the window the RPS term alone is full pressure and the cap its floor.
         self._n_full = full_count(o.window_ms, self._rps_threshold)
         self._full_until = -math.inf  # before this instant the window holds at least `_n_full` samples
@@ -167,7 +167,13 @@ class Adaptive(Priority):
     # So such a drain keeps just the instant (`_pending`), and the value is computed from it when it is
     # observed, or before the window changes under it. Every decision and every observed value is the
     # reference's, bit for bit (tests/test_columnar.py compares with MEMO = False).
-    def _lazy_drain(self) -> list[Task]:
+    def _lazy_submit(self, task: Task) -> list[Task]:
+        task.submitted_ms = now = self.clock()
+        (self._interactive if task.interactive else self._batch).push(task)
+        return self._lazy_drain(now)
+
+    def _lazy_drain(self, now: float | None = None) -> list[Task]:
+        # `now`: the caller's clock reading (no time passes inside a call), read here when not given.
         started = []
         interactive, batch = self._interactive, self._batch
         running, most = self.running, self.max_concurrency
@@ -176,13 +182,13 @@ class Adaptive(Priority):
                 started.append(interactive.take())
                 running += 1
                 continue
-            if not batch:
+            if now is None:
                 now = self.clock()
+            if not batch:
                 if now >= self._valid_until:  # else the value in force is already this one
                     self._pending = now
                 break
-            self.running = running
-            now = self.clock()  # _reference_limit(), inlined: once per drain that reaches the batch queue
+            # _reference_limit(), inlined: once per drain that reaches the batch queue
             if now < self._valid_until:
                 limit = self._cap
             elif now < self._full_until:  # the count is still full pressure: no need to count again
@@ -206,8 +212,8 @@ class Adaptive(Priority):
 
     def _lazy_finish(self, task: Task) -> list[Task]:
         self.running -= 1
+        now = self.clock()
         if task.interactive:
-            now = self.clock()
             if self._pending is not None:
                 # The drain below evaluates afresh (superseding the pending value unseen) iff it runs out of
                 # interactive work before slots; otherwise the pending value outlives this sample: compute it now.
@@ -218,7 +224,7 @@ class Adaptive(Priority):
             self._valid_until = -math.inf
         else:
             self.batch_running -= 1
-        return self._lazy_drain()
+        return self._lazy_drain(now)
 
     # --- the stranded-work fix ------------------------------------------------------------------
     def next_check_ms(self) -> float | None:
