@@ -227,3 +227,45 @@ def test_decide_on_a_dask_cluster_gives_the_same_answer(tmp_path):
     for rel in files:
         a, b = (tmp_path / "local" / rel).read_bytes(), (tmp_path / "dask" / rel).read_bytes()
         assert a.replace(str(tmp_path / "local").encode(), b"OUT") == b.replace(str(tmp_path / "dask").encode(), b"OUT"), rel
+
+
+def test_merge_orders_by_the_full_key_whatever_the_ties():
+    """`_merge` sorts by arrival alone and then puts ties in key order: the same order, bit for bit, as a
+    sort by the whole key (arrival, trace row, workload, copy, draw), on parts full of ties."""
+    from simlab.world.workloads import _merge
+
+    rng = np.random.default_rng(3)
+    for case in range(200):
+        parts, expect = [], []
+        nparts = int(rng.integers(1, 5))
+        ranks = rng.permutation(nparts)
+        with_rows = rng.random() < 0.3
+        for k in range(nparts):
+            n = int(rng.integers(0, 60))
+            times = rng.integers(0, 8, n).astype(float) if rng.random() < 0.7 else rng.uniform(0, 100, n)
+            times[rng.random(n) < 0.1] = -0.0
+            copies = rng.random() < 0.4
+            number = rng.permutation(n) if copies else np.arange(n)
+            copy = rng.integers(0, 3, n) if copies else None
+            rows = rng.permutation(n).astype(float) if with_rows and rng.random() < 0.7 else None
+            service = rng.uniform(1, 9, n) if rng.random() < 0.8 else None
+            ids = [f"p{k}-{i}" for i in range(n)] if rng.random() < 0.3 else None
+            parts.append({"times": times, "service": service, "prompt": None, "output": None, "ids": ids,
+                          "rows": rows, "number": number, "copy": copy, "wi": int(ranks[k]), "label": f"w{k}",
+                          "interactive": bool(k % 2)})
+            for i in range(n):
+                expect.append((times[i], rows[i] if rows is not None else np.inf, int(ranks[k]),
+                               copy[i] if copy is not None else 0, number[i], k, i))
+        got = _merge([dict(p) for p in parts])
+        want = sorted(range(len(expect)), key=lambda j: expect[j][:5])
+        assert [int(x) for x in got.number] == [int(expect[j][4]) for j in want], case
+        assert [int(x) for x in got.source] == [expect[j][5] for j in want], case
+        bits = [np.float64(parts[expect[j][5]]["times"][expect[j][6]]).tobytes() for j in want]
+        assert [x.tobytes() for x in got.arrival_ms] == bits, case
+        svc = [parts[expect[j][5]]["service"] for j in want]
+        if any(p["service"] is not None for p in parts):
+            want_s = [np.nan if s is None else s[expect[j][6]] for s, j in zip(svc, want)]
+            assert np.array_equal(got.service_ms, np.array(want_s), equal_nan=True), case
+        else:
+            assert got.service_ms is None
+        assert got.interactive.tolist() == [parts[expect[j][5]]["interactive"] for j in want], case

@@ -94,14 +94,17 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
             except (json.JSONDecodeError, KeyError):
                 pass  # a damaged marker: run again
     world = scenario_variant(scenario, job.variant)
-    result = Engine(world, job.options, job.seed).run()
+    # No per-task file: the run keeps only the columns its summary reads, and the summary frees them as it goes.
+    summary_only = not job.keep_tasks or job.tasks_format == "none"
+    result = Engine(world, job.options, job.seed, summary=summary_only).run()
     result.policy = job.label
-    metrics = summarize(result, scenario.slo_p95_ms, scenario.criteria.slo_bin_ms)
+    metrics = summarize(result, scenario.slo_p95_ms, scenario.criteria.slo_bin_ms, consume=summary_only)
     metrics["policy"] = job.label
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         if job.keep_tasks:
-            write_tasks(result, run_dir, job.tasks_format)
+            if not summary_only:
+                write_tasks(result, run_dir, job.tasks_format)
             write_series(result, run_dir / "series.csv")
         record = {"key": key, "label": job.label, "seed": job.seed, "variant": job.variant,
                   "options": job.options.to_json_dict(), "backend": result.backend_stats, "metrics": metrics}

@@ -63,17 +63,23 @@ class SimResult:
 
 class Engine:
     def __init__(self, scenario: Scenario, options: SchedulerOptions, seed: int, tasks: list[Task] | None = None,
-                 workload: Arrivals | None = None):
+                 workload: Arrivals | None = None, summary: bool = False):
+        """`summary=True`: the result's table keeps only what `metrics.summarize` reads (no per-task file can
+        be written from it), and a workload drawn here is dropped column by column once used."""
         self.scenario = scenario
         self.options = options
         self.seed = seed
         self.env = env = simpy.Environment()
         self.policy = make_policy(options, lambda: env._now)
         self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
+        self._owned = workload is None  # drawn here: columns may be dropped when no longer needed
         if workload is None:
             workload = Arrivals.from_tasks(tasks) if tasks is not None else open_loop_columns(scenario, seed)
+            if summary:
+                workload.source = workload.number = workload.ids = None  # names and ids: never read
         self.workload = workload
-        self.recorder = Recorder(workload)
+        self.summary = summary
+        self.recorder = Recorder(workload, summary)
         self._in_flight: dict[int, Task] = {}  # dispatched, not ended: recorded as unfinished if the run stops
         self._wake_at = None
         self._created = 0  # closed-loop tasks: the event budget
@@ -238,7 +244,8 @@ class Engine:
         self._plain = self._tokens is None and self._service_ms is not None and not np.isnan(w.service_ms).any()
         self._may_wake = self.policy.may_wake()
         self._submit, self._finish = self.policy.submit, self.policy.finish
-        self._dispatch, self._record = self.backend.dispatch, self.recorder.record
+        self._dispatch = self.backend.dispatch
+        self._record = self.recorder._record_summary if self.summary else self.recorder.record
         if self._n_arrivals:
             heappush(env._queue, (self._arrival_ms[0], URGENT, next(env._eid), Fire(self._arrive, 0)))
         keys = workload_keys(self.scenario)
@@ -253,16 +260,22 @@ class Engine:
         except _Endless as exc:
             raise self._endless(exc.args[0]) from None
         for task in self._in_flight.values():
-            self.recorder.record(task)  # cut off by the end of the run: unfinished
+            self._record(task)  # cut off by the end of the run: unfinished
         self._arrival_ms = self._service_ms = self._interactive = self._tokens = None
+        if self.summary and self._owned:
+            w = self.workload
+            w.service_ms = w.prompt_tokens = w.output_tokens = None  # service draws: consumed
         self._submit = self._finish = self._dispatch = self._record = None  # no cycles through bound methods
         series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
         stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
+        table = self.recorder.table()
+        if self.summary:
+            self.recorder = self.workload = None  # the table holds what is left: a summary may free it
         return SimResult(
             scenario=self.scenario.name,
             policy=self.options.policy,
             seed=self.seed,
-            table=self.recorder.table(),
+            table=table,
             series={name: series[:, i] for i, name in enumerate(SERIES_COLUMNS)},
             end_ms=env.now,
             options=self.options.to_json_dict(),

@@ -70,31 +70,41 @@ class Arrivals:
 
 
 class Recorder:
-    """Typed arrays filled as tasks end; closed-loop tasks append their static columns as they are made."""
+    """Typed arrays filled as tasks end; closed-loop tasks append their static columns as they are made.
 
-    def __init__(self, arrivals: Arrivals):
+    `summary=True` keeps only what the run's summary reads (`metrics.summarize`): no cap at dispatch, and a
+    column that no task set (time to first token, retries on most backends) stays None instead of n NaNs.
+    """
+
+    def __init__(self, arrivals: Arrivals, summary: bool = False):
         n = len(arrivals)
         self.arrivals = arrivals
         self.n_open = n
+        self.summary = summary
         nans = array("d", [NAN])
         self.dispatch_ms = nans * n
         self.start_ms = nans * n
         self.end_ms = nans * n
-        self.ttft_ms = nans * n
-        self.cap = nans * n
+        self.ttft_ms = None  # made on the first task that has one (most backends never do)
+        self.cap = None if summary else nans * n
         self.outcome = array("b", bytes(n))
-        self.retries = array("i", bytes(4 * n))
+        self.retries = None  # as ttft_ms
         self.extra: list[Task] = []  # closed-loop tasks' static fields, read once at the end
         self.labels = list(arrivals.labels)
+
+    def __len__(self) -> int:
+        return len(self.outcome)
 
     def add(self, task: Task) -> int:
         """Register a task made during the run (closed loop); returns its row."""
         i = self.n_open + len(self.extra)
         self.extra.append(_Static(task))
         for column in (self.dispatch_ms, self.start_ms, self.end_ms, self.ttft_ms, self.cap):
-            column.append(NAN)
+            if column is not None:
+                column.append(NAN)
         self.outcome.append(0)
-        self.retries.append(0)
+        if self.retries is not None:
+            self.retries.append(0)
         return i
 
     def record(self, task: Task) -> None:
@@ -107,13 +117,39 @@ class Recorder:
         if task.end_ms is not None:
             self.end_ms[i] = task.end_ms
         if task.ttft_ms is not None:
-            self.ttft_ms[i] = task.ttft_ms
+            self._ttft(i, task.ttft_ms)
         if task.cap_at_dispatch is not None:
             self.cap[i] = task.cap_at_dispatch
         outcome = task.outcome
         self.outcome[i] = 1 if outcome == "ok" else 2 if outcome == "failed" else 3 if task.dispatch_ms is not None else 0
         if task.retries:
-            self.retries[i] = task.retries
+            self._retry(i, task.retries)
+
+    def _record_summary(self, task: Task) -> None:
+        """`record` without the cap at dispatch (the engine calls it for a summary-only run)."""
+        i = task.index
+        if task.dispatch_ms is not None:
+            self.dispatch_ms[i] = task.dispatch_ms
+        if task.start_ms is not None:
+            self.start_ms[i] = task.start_ms
+        if task.end_ms is not None:
+            self.end_ms[i] = task.end_ms
+        if task.ttft_ms is not None:
+            self._ttft(i, task.ttft_ms)
+        outcome = task.outcome
+        self.outcome[i] = 1 if outcome == "ok" else 2 if outcome == "failed" else 3 if task.dispatch_ms is not None else 0
+        if task.retries:
+            self._retry(i, task.retries)
+
+    def _ttft(self, i: int, value: float) -> None:
+        if self.ttft_ms is None:
+            self.ttft_ms = array("d", [NAN]) * len(self)
+        self.ttft_ms[i] = value
+
+    def _retry(self, i: int, value: int) -> None:
+        if self.retries is None:
+            self.retries = array("i", bytes(4 * len(self)))
+        self.retries[i] = value
 
     def table(self) -> "TaskTable":
         a, extra = self.arrivals, self.extra
@@ -132,9 +168,25 @@ class Recorder:
             head = np.full(len(a), NAN) if column is None else column
             return np.concatenate([head, np.array([NAN if v is None else v for v in tail], dtype=dtype)])
 
-        def frombuf(buf, dtype):
+        n = len(self)
+
+        def frombuf(buf, dtype, fill=None):
+            if buf is None:  # a column no task set: None for a summary, else what it would have held
+                return None if self.summary or fill is None else np.full(n, fill, dtype=dtype)
             return np.frombuffer(buf, dtype=dtype) if len(buf) else np.empty(0, dtype=dtype)
 
+        if self.summary:  # what `summarize` reads, no more: no names, ids, service draws or token counts
+            columns = {
+                "arrival_ms": static(a.arrival_ms, "arrival_ms"),
+                "interactive": static(a.interactive, "interactive", bool),
+                "dispatch_ms": frombuf(self.dispatch_ms, np.float64),
+                "start_ms": frombuf(self.start_ms, np.float64),
+                "end_ms": frombuf(self.end_ms, np.float64),
+                "ttft_ms": frombuf(self.ttft_ms, np.float64),
+                "outcome": frombuf(self.outcome, np.int8),
+                "retries": frombuf(self.retries, np.int32),
+            }
+            return TaskTable(columns, labels, None, [])
         columns = {
             "arrival_ms": static(a.arrival_ms, "arrival_ms"),
             "service_ms": static(a.service_ms, "service_ms"),
@@ -144,10 +196,10 @@ class Recorder:
             "dispatch_ms": frombuf(self.dispatch_ms, np.float64),
             "start_ms": frombuf(self.start_ms, np.float64),
             "end_ms": frombuf(self.end_ms, np.float64),
-            "ttft_ms": frombuf(self.ttft_ms, np.float64),
+            "ttft_ms": frombuf(self.ttft_ms, np.float64, NAN),
             "cap_at_dispatch": frombuf(self.cap, np.float64),
             "outcome": frombuf(self.outcome, np.int8),
-            "retries": frombuf(self.retries, np.int32),
+            "retries": frombuf(self.retries, np.int32, 0),
         }
         if extra:
             columns["source"] = np.concatenate([a.source, np.array([code[s.source] for s in extra], dtype=np.int32)])
@@ -170,7 +222,7 @@ class TaskTable:
 
     columns: dict[str, np.ndarray]
     labels: list[str]  # source names by code
-    arrivals: Arrivals  # the open-loop part, for ids
+    arrivals: Arrivals | None  # the open-loop part, for ids (None in a summary-only table: no ids, no names)
     extra_ids: list = field(default_factory=list)  # ids of closed-loop tasks, rows after the open-loop ones
 
     def __len__(self) -> int:
