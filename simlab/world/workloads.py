@@ -310,9 +310,10 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
         def pick(x):  # the draws of the tasks kept, in their order
             return x if same or x is None else x[src]
 
+        rows = None if rows is None else pick(np.asarray(rows, dtype=float))
         parts.append({"times": np.asarray(times, dtype=float), "service": pick(service), "prompt": pick(prompt),
-                      "output": pick(output), "ids": ids, "rows": None if rows is None else pick(np.asarray(rows, dtype=float)),
-                      "number": src, "copy": copy if copies else None, "wi": rank[wkey], "label": label,
+                      "output": pick(output), "ids": ids, "rows": rows, "number": src,
+                      "copy": copy if copies else None, "wi": rank[wkey], "label": label,
                       "interactive": w.kind == INTERACTIVE})
     return _merge(parts)
 
