@@ -113,6 +113,32 @@ class Engine:
         if self._may_wake:
             self._schedule_wake()
 
+    def _plain_arrivals(self):
+        """`_arrive` for the common case (every task timed), as a closure: its state in local cells rather
+        than a dozen attribute loads per arrival. Same steps in the same order."""
+        env = self.env
+        queue, eid, n = env._queue, env._eid, self._n_arrivals
+        arrival_ms, service_ms, interactive, kinds = self._arrival_ms, self._service_ms, self._interactive, self._kinds
+        submit, in_flight, dispatch = self._submit, self._in_flight, self._dispatch
+        may_wake, schedule_wake = self._may_wake, self._schedule_wake
+
+        def arrive(event) -> None:
+            i = event._value
+            j = i + 1
+            if j < n:
+                heappush(queue, (arrival_ms[j], URGENT, next(eid), Fire(arrive, j)))
+            started = submit(Task(None, kinds[interactive[i]], arrival_ms[i], service_ms[i], None, i))
+            if started:
+                now = env._now
+                for task in started:
+                    task.dispatch_ms = now
+                    in_flight[task.index] = task
+                    dispatch(task)
+            if may_wake:
+                schedule_wake()
+
+        return arrive
+
     def _task(self, i: int) -> Task:
         service = self._service_ms[i] if self._service_ms is not None else None
         if service != service:
@@ -246,8 +272,9 @@ class Engine:
         self._submit, self._finish = self.policy.submit, self.policy.finish
         self._dispatch = self.backend.dispatch
         self._record = self.recorder._record_summary if self.summary else self.recorder.record
+        arrive = self._arrive if not self._plain else self._plain_arrivals()
         if self._n_arrivals:
-            heappush(env._queue, (self._arrival_ms[0], URGENT, next(env._eid), Fire(self._arrive, 0)))
+            heappush(env._queue, (self._arrival_ms[0], URGENT, next(env._eid), Fire(arrive, 0)))
         keys = workload_keys(self.scenario)
         for wi in sorted(range(len(keys)), key=keys.__getitem__):  # key order: file order changes nothing
             w = self.scenario.workload[wi]
@@ -259,6 +286,9 @@ class Engine:
             run_until(env, sampler)
         except _Endless as exc:
             raise self._endless(exc.args[0]) from None
+        if arrive.__closure__:
+            for cell in arrive.__closure__:  # it refers to itself: drop what it holds now, not at the next gc
+                cell.cell_contents = None
         for task in self._in_flight.values():
             self._record(task)  # cut off by the end of the run: unfinished
         self._arrival_ms = self._service_ms = self._interactive = self._tokens = None
