@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, simlab
-from simlab.calibration.gpu import Row, fit_gpu, read_table
+from simlab.calibration.gpu import Row, fit_gpu, held_out_check, read_table
 from simlab.world.backends.continuous_batching import read_profile
 
 EXAMPLE = ROOT / "scenarios" / "profiles" / "llama2-7b-a100-roofline.csv"
@@ -36,6 +36,31 @@ def test_recovers_known_parameters(tmp_path):
     assert fit.identifiable
     assert fit.theta == pytest.approx(TRUE, rel=1e-6)
     assert fit.max_rel_error < 1e-9 and all(r2 > 0.999999 for r2 in fit.r2.values())
+
+
+def test_held_out_check_prices_a_concave_engine_with_its_profile(tmp_path):
+    """An engine whose decode step grows less than linearly with the batch (as the CPU vLLM build's does): the
+    straight line misses at the ends, the measured profile reproduces the held-out table."""
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    concave = (sizes, [10.0 + 4.0 * c ** 0.6 for c in sizes])
+    lines = ["concurrency,prompt_tokens,output_tokens,ttft_ms,tpot_ms,latency_ms"]
+    for p, o in ((256, 128), (2048, 128), (512, 512)):
+        for c in sizes:
+            v = [Row(0, k, c, p, o, 1.0).predict(ADMITTING, concave) for k in ("ttft", "tpot", "latency")]
+            lines.append(f"{c},{p},{o},{v[0]!r},{v[1]!r},{v[2]!r}")
+    table = tmp_path / "concave.csv"
+    table.write_text("\n".join(lines) + "\n")
+    fit = fit_gpu(read_table(table))
+    check = held_out_check(fit, read_table(table))
+    assert check["mean_abs_error"] > 0.03
+    assert check["mean_abs_error_profile"] < check["mean_abs_error"] / 5
+    tpot = {g["batch_size"]: g for g in check["by_concurrency"] if g["measure"] == "tpot"}
+    assert not tpot[1]["within"] and tpot[1]["mean_abs_error"] > 0.05
+    assert all(g["within_profile"] for g in tpot.values())
+    out = tmp_path / "o"
+    proc = simlab("calibrate-gpu", table, "--check", table, "--out", out, "--no-figures")
+    assert "with the measured profile" in proc.stdout and "; profile " in proc.stdout
+    assert "measured profile: mean abs error" in (out / "check.md").read_text()
 
 
 def test_admission_cost_is_told_apart_with_two_output_lengths(tmp_path):

@@ -85,12 +85,20 @@ def main(args) -> int:
 
         check = held_out_check(fit, check_rows)
         write_gpu_check(check, args.table, args.check, out)
-        print(f"held-out check on {args.check}: mean |error| {check['mean_abs_error']:.1%}"
+        tol = check["tolerance"]
+
+        def error_text(g, suffix=""):
+            return (f"{g['mean_abs_error' + suffix]:.1%} ({'within' if g['within' + suffix] else 'NOT within'} "
+                    f"{tol:.0%})")
+
+        has_profile = check["mean_abs_error_profile"] is not None
+        print(f"held-out check on {args.check}: mean |error| {check['mean_abs_error']:.1%} with the straight line"
+              + (f", {check['mean_abs_error_profile']:.1%} with the measured profile" if has_profile else "")
               + (f" (test-retest difference {check['retest_mean_abs_difference']:.1%})"
                  if check["retest_mean_abs_difference"] is not None else ""))
         for g in check["by_concurrency"]:
             if g["measure"] == "tpot":
-                print(f"  time per output token, {g['batch_size']:g} sequences: mean |error| {g['mean_abs_error']:.1%}"
-                      f" ({'within' if g['within'] else 'NOT within'} {check['tolerance']:.0%})")
+                print(f"  time per output token, {g['batch_size']:g} sequences: mean |error| {error_text(g)}"
+                      + (f"; profile {error_text(g, '_profile')}" if has_profile else ""))
     print(f"\nsnippet: {out / 'step.toml'}  report: {report}" + (f"  profile: {out / profile_name}" if profile_name else ""))
     return 0
