@@ -63,6 +63,24 @@ def test_held_out_check_prices_a_concave_engine_with_its_profile(tmp_path):
     assert "measured profile: mean abs error" in (out / "check.md").read_text()
 
 
+def test_several_tables_are_fitted_together(tmp_path):
+    """Two load tests (e.g. before and after a validation) give the same fit as one table holding both."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a = synthetic_table(tmp_path / "a" / "loadtest.csv", noise=0.05, seed=1)
+    b = synthetic_table(tmp_path / "b" / "loadtest.csv", noise=0.05, seed=2)
+    both = tmp_path / "both.csv"
+    both.write_text(a.read_text() + "".join(b.read_text().splitlines(keepends=True)[1:]))
+    simlab("calibrate-gpu", a, b, "--out", tmp_path / "two", "--no-figures")
+    simlab("calibrate-gpu", both, "--out", tmp_path / "one", "--no-figures")
+    simlab("calibrate-gpu", a, "--out", tmp_path / "a-only", "--no-figures")
+    two, one, a_only = (tomllib.loads((tmp_path / d / "step.toml").read_text())["backend"]["step"]
+                        for d in ("two", "one", "a-only"))
+    assert two == one and two != a_only
+    assert "from a/loadtest.csv + b/loadtest.csv" in (tmp_path / "two" / "step.toml").read_text()
+    lines = [r["line"] for r in __import__("csv").DictReader(open(tmp_path / "two" / "fit.csv"))]
+    assert "a/loadtest.csv:2" in lines and "b/loadtest.csv:2" in lines
+
+
 def test_admission_cost_is_told_apart_with_two_output_lengths(tmp_path):
     fit = fit_gpu(read_table(synthetic_table(tmp_path / "t.csv", truth=ADMITTING)))
     assert fit.identifiable and fit.theta == pytest.approx(ADMITTING, rel=1e-6)

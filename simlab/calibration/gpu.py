@@ -78,7 +78,7 @@ MIN_ROWS = 3
 
 @dataclass
 class Row:
-    line: int
+    line: int | str  # the table's line; "table:line" when several tables are fitted together
     kind: str  # a key of MEASURES
     c: float
     p: float | None
@@ -143,6 +143,7 @@ class GpuFit:
     max_rel_error: float
     profile: list[tuple[int, float]]  # (batch size, decode step ms)
     notes: list[str] = field(default_factory=list)
+    label: str = ""  # the table(s) fitted, for titles
 
     @property
     def theta(self) -> np.ndarray:
@@ -234,7 +235,8 @@ def _r2(measured: np.ndarray, fitted: np.ndarray) -> float:
     return 1 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else -math.inf)
 
 
-def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | None = None) -> GpuFit:
+def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | None = None,
+            label: str | None = None) -> GpuFit:
     from scipy import optimize
 
     A = np.array([r.regressors()[0] for r in rows])
@@ -265,7 +267,8 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
         theta[rest] = optimize.lsq_linear(A[:, rest] / y[:, None], y2 / y, bounds=(0, np.inf)).x
         theta[1] = fixed
     theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)  # solver dust
-    fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes)
+    fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes,
+                 label or Path(path).name)
     preds = fit.predictions()
     rel = np.array([abs(p["relative_error"]) for p in preds])
     fit.mean_rel_error = float(rel.mean())
@@ -308,7 +311,7 @@ def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:
 def step_toml(fit: GpuFit, profile_name: str | None) -> str:
     r2 = ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items())
     lines = [
-        f"# Fitted by `simlab calibrate-gpu` from {fit.path.name} ({len(fit.rows)} measurements).",
+        f"# Fitted by `simlab calibrate-gpu` from {fit.label} ({len(fit.rows)} measurements).",
         f"# Fit error: mean |relative error| {fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}; R^2: {r2 or 'n/a'}.",
         "# Paste under a continuous-batching [backend] (kind = \"continuous-batching\", max_num_seqs = ...).",
         "[backend.step]",
@@ -330,7 +333,7 @@ def profile_csv(fit: GpuFit) -> str:
 def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> str:
     """The fitted continuous-batching backend as a scenario snippet (what `simlab loadtest` prints)."""
     lines = [
-        f"# Fitted by simlab from {fit.path.name} ({len(fit.rows)} measurements); fit error: mean "
+        f"# Fitted by simlab from {fit.label} ({len(fit.rows)} measurements); fit error: mean "
         f"{fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}.",
         "[backend]",
         'kind = "continuous-batching"',

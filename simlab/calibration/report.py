@@ -670,7 +670,7 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
     out = Path(out)
     if figures:
         gpu_figure(fit, out / "figures")
-    md = [f"# Step-time fit of {fit.path.name}\n"]
+    md = [f"# Step-time fit of {fit.label}\n"]
     md.append(f"{len(fit.rows)} measurements at concurrencies {', '.join(f'{c:g}' for c in sorted({r.c for r in fit.rows}))}.\n")
     md.append(md_table(["parameter", "value"], [
         ["base_ms", f"{fit.base_ms:.4g}"], ["per_token_ms", f"{fit.per_token_ms:.4g}"],
