@@ -23,15 +23,7 @@ lock "$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/loadtest-a/backend.t
 lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-b"
 bash scripts/real-engine.sh stop
 # the calibration: both load tests' tables, one fit; the validation re-simulated with it
-mkdir -p "$OUT/calibration"
-.venv/bin/python - "$OUT/loadtest-a/loadtest.csv" "$OUT/loadtest-b/loadtest.csv" > "$OUT/calibration/loadtest.csv" <<'EOF'
-import csv, sys  # both tables' rows, under the union of their columns
-rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f, newline=""))]
-w = csv.DictWriter(sys.stdout, list(dict.fromkeys(k for r in rows for k in r)), restval="", lineterminator="\n")
-w.writeheader()
-w.writerows(rows)
-EOF
-"$SIMLAB" calibrate-gpu "$OUT/calibration/loadtest.csv" --out "$OUT/calibration"
+"$SIMLAB" calibrate-gpu "$OUT/loadtest-a/loadtest.csv" "$OUT/loadtest-b/loadtest.csv" --out "$OUT/calibration"
 "$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/calibration/step.toml"
 # held out: A's fit on B's table (and the A-vs-B test-retest difference)
 "$SIMLAB" calibrate-gpu "$OUT/loadtest-a/loadtest.csv" --check "$OUT/loadtest-b/loadtest.csv" \

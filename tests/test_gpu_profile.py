@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, simlab
-from simlab.calibration.gpu import Row, fit_gpu, read_table
+from simlab.calibration.gpu import Row, fit_gpu, held_out_check, read_table
 from simlab.world.backends.continuous_batching import read_profile
 
 EXAMPLE = ROOT / "scenarios" / "profiles" / "llama2-7b-a100-roofline.csv"
@@ -36,6 +36,49 @@ def test_recovers_known_parameters(tmp_path):
     assert fit.identifiable
     assert fit.theta == pytest.approx(TRUE, rel=1e-6)
     assert fit.max_rel_error < 1e-9 and all(r2 > 0.999999 for r2 in fit.r2.values())
+
+
+def test_held_out_check_prices_a_concave_engine_with_its_profile(tmp_path):
+    """An engine whose decode step grows less than linearly with the batch (as the CPU vLLM build's does): the
+    straight line misses at the ends, the measured profile reproduces the held-out table."""
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    concave = (sizes, [10.0 + 4.0 * c ** 0.6 for c in sizes])
+    lines = ["concurrency,prompt_tokens,output_tokens,ttft_ms,tpot_ms,latency_ms"]
+    for p, o in ((256, 128), (2048, 128), (512, 512)):
+        for c in sizes:
+            v = [Row(0, k, c, p, o, 1.0).predict(ADMITTING, concave) for k in ("ttft", "tpot", "latency")]
+            lines.append(f"{c},{p},{o},{v[0]!r},{v[1]!r},{v[2]!r}")
+    table = tmp_path / "concave.csv"
+    table.write_text("\n".join(lines) + "\n")
+    fit = fit_gpu(read_table(table))
+    check = held_out_check(fit, read_table(table))
+    assert check["mean_abs_error"] > 0.03
+    assert check["mean_abs_error_profile"] < check["mean_abs_error"] / 5
+    tpot = {g["batch_size"]: g for g in check["by_concurrency"] if g["measure"] == "tpot"}
+    assert not tpot[1]["within"] and tpot[1]["mean_abs_error"] > 0.05
+    assert all(g["within_profile"] for g in tpot.values())
+    out = tmp_path / "o"
+    proc = simlab("calibrate-gpu", table, "--check", table, "--out", out, "--no-figures")
+    assert "with the measured profile" in proc.stdout and "; profile " in proc.stdout
+    assert "measured profile: mean abs error" in (out / "check.md").read_text()
+
+
+def test_several_tables_are_fitted_together(tmp_path):
+    """Two load tests (e.g. before and after a validation) give the same fit as one table holding both."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a = synthetic_table(tmp_path / "a" / "loadtest.csv", noise=0.05, seed=1)
+    b = synthetic_table(tmp_path / "b" / "loadtest.csv", noise=0.05, seed=2)
+    both = tmp_path / "both.csv"
+    both.write_text(a.read_text() + "".join(b.read_text().splitlines(keepends=True)[1:]))
+    simlab("calibrate-gpu", a, b, "--out", tmp_path / "two", "--no-figures")
+    simlab("calibrate-gpu", both, "--out", tmp_path / "one", "--no-figures")
+    simlab("calibrate-gpu", a, "--out", tmp_path / "a-only", "--no-figures")
+    two, one, a_only = (tomllib.loads((tmp_path / d / "step.toml").read_text())["backend"]["step"]
+                        for d in ("two", "one", "a-only"))
+    assert two == one and two != a_only
+    assert "from a/loadtest.csv + b/loadtest.csv" in (tmp_path / "two" / "step.toml").read_text()
+    lines = [r["line"] for r in __import__("csv").DictReader(open(tmp_path / "two" / "fit.csv"))]
+    assert "a/loadtest.csv:2" in lines and "b/loadtest.csv:2" in lines
 
 
 def test_admission_cost_is_told_apart_with_two_output_lengths(tmp_path):

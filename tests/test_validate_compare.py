@@ -5,7 +5,9 @@ import math
 import pytest
 
 from simlab.runtime.compare import compare, markdown, verdict
-from simlab.runtime.validate import decode_ms_per_token, metrics
+from types import SimpleNamespace
+
+from simlab.runtime.validate import decode_ms_per_token, metrics, step_at_measured_load, step_error_by_window
 
 
 def rec(kind, arrival, end, ttft, out=10, ok=True):
@@ -23,6 +25,22 @@ def test_metrics_from_records():
     assert m["interactive"]["p95_ms"] == pytest.approx(194.05)
     assert m["batch"]["throughput_tok_s"] == pytest.approx(400 / 4.0)
     assert decode_ms_per_token(rs, "batch") == pytest.approx((2500 - 50) / 99)
+
+
+def test_step_model_at_the_measured_load_and_by_window():
+    """One batch request at a time (one sequence in flight, no other prefill during its decode): the model's
+    step is base + per_seq; an engine 25% slower from t = 10 s shows as -20% in the second window only."""
+    backend = SimpleNamespace(max_num_seqs=16, step=SimpleNamespace(base_ms=2.0, per_seq_ms=3.0, per_token_ms=0.5,
+                                                                    admit_ms=1.0, profile=None))
+    rs = []
+    for i in range(20):
+        step = 5.0 if i < 10 else 6.25
+        rs.append(rec("batch", i * 1000.0, i * 1000.0 + 10 + 10 * step, 10.0, out=11))
+    n, measured, model = step_at_measured_load(rs, backend, "batch")
+    assert n == pytest.approx(1.0) and model == pytest.approx(5.0) and measured == pytest.approx((5.0 + 6.25) / 2)
+    w = step_error_by_window(rs, backend, "batch")
+    assert w == pytest.approx({0: 0.0, 1: 5.0 / 6.25 - 1})
+    assert step_error_by_window(rs, backend, "batch", min_requests=11) == {}
 
 
 def fake(p95, thr):

@@ -78,7 +78,7 @@ MIN_ROWS = 3
 
 @dataclass
 class Row:
-    line: int
+    line: int | str  # the table's line; "table:line" when several tables are fitted together
     kind: str  # a key of MEASURES
     c: float
     p: float | None
@@ -113,9 +113,13 @@ class Row:
             return step, 1000.0 * c / self.value
         raise ValueError(self.kind)
 
-    def predict(self, theta: np.ndarray) -> float:
+    def predict(self, theta: np.ndarray, profile: tuple[list, list] | None = None) -> float:
+        """The row's value under theta; with a profile (batch sizes, decode step ms), the decode-only step
+        base + (per_token + per_seq) * C is the profile's, interpolated, as the backend's `step.profile` does."""
         a, _ = self.regressors()
         ms = float(a @ theta)
+        if profile is not None:  # a[0] counts the iterations the row spans
+            ms += float(a[0] * (np.interp(self.c, *profile) - (theta[0] + (theta[1] + theta[2]) * self.c)))
         if self.kind == "request_rate":
             return 1000.0 / ms
         if self.kind == "throughput":
@@ -139,6 +143,7 @@ class GpuFit:
     max_rel_error: float
     profile: list[tuple[int, float]]  # (batch size, decode step ms)
     notes: list[str] = field(default_factory=list)
+    label: str = ""  # the table(s) fitted, for titles
 
     @property
     def theta(self) -> np.ndarray:
@@ -230,7 +235,8 @@ def _r2(measured: np.ndarray, fitted: np.ndarray) -> float:
     return 1 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else -math.inf)
 
 
-def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | None = None) -> GpuFit:
+def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | None = None,
+            label: str | None = None) -> GpuFit:
     from scipy import optimize
 
     A = np.array([r.regressors()[0] for r in rows])
@@ -261,7 +267,8 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
         theta[rest] = optimize.lsq_linear(A[:, rest] / y[:, None], y2 / y, bounds=(0, np.inf)).x
         theta[1] = fixed
     theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)  # solver dust
-    fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes)
+    fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes,
+                 label or Path(path).name)
     preds = fit.predictions()
     rel = np.array([abs(p["relative_error"]) for p in preds])
     fit.mean_rel_error = float(rel.mean())
@@ -304,7 +311,7 @@ def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:
 def step_toml(fit: GpuFit, profile_name: str | None) -> str:
     r2 = ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items())
     lines = [
-        f"# Fitted by `simlab calibrate-gpu` from {fit.path.name} ({len(fit.rows)} measurements).",
+        f"# Fitted by `simlab calibrate-gpu` from {fit.label} ({len(fit.rows)} measurements).",
         f"# Fit error: mean |relative error| {fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}; R^2: {r2 or 'n/a'}.",
         "# Paste under a continuous-batching [backend] (kind = \"continuous-batching\", max_num_seqs = ...).",
         "[backend.step]",
@@ -326,7 +333,7 @@ def profile_csv(fit: GpuFit) -> str:
 def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> str:
     """The fitted continuous-batching backend as a scenario snippet (what `simlab loadtest` prints)."""
     lines = [
-        f"# Fitted by simlab from {fit.path.name} ({len(fit.rows)} measurements); fit error: mean "
+        f"# Fitted by simlab from {fit.label} ({len(fit.rows)} measurements); fit error: mean "
         f"{fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}.",
         "[backend]",
         'kind = "continuous-batching"',
@@ -345,23 +352,39 @@ def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> st
 
 def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> dict:
     """The fitted model against an independent load test of the same server (rows the fit never saw), and the
-    noise floor: the same measurement (measure, concurrency, prompt, output) in both tables. One record:
-    `rows` (every check row: measured, fitted, error; `retest` = the fit table's value for the same level),
-    `by_concurrency` (per measure and concurrency: mean |error|, and whether every row is within tolerance),
-    `mean_abs_error`, `retest_mean_abs_difference`."""
+    noise floor: the same measurement (measure, concurrency, prompt, output) in both tables. Both step models are
+    checked: the straight line (base + per_seq * C) and, where the fit table has two or more batch sizes, its
+    measured decode profile interpolated (`*_profile`). One record: `rows` (every check row: measured, fitted,
+    error; `retest` = the fit table's value for the same level), `by_concurrency` (per measure and concurrency:
+    mean |error|, and whether every row is within tolerance), `mean_abs_error`, `retest_mean_abs_difference`."""
     first = {(r.kind, r.c, r.p, r.o): r.value for r in fit.rows}
+    profile = tuple(map(list, zip(*fit.profile))) if len(fit.profile) >= 2 else None
     rows, groups = [], {}
     for r in check:
         pred = r.predict(fit.theta)
         err = (pred - r.value) / r.value
         again = first.get((r.kind, r.c, r.p, r.o))
-        rows.append({"measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p, "output_tokens": r.o,
-                     "measured": r.value, "fitted": pred, "relative_error": err,
-                     "retest": again, "retest_difference": None if again is None else (r.value - again) / again})
-        groups.setdefault((r.kind, r.c), []).append(err)
-    by_c = [{"measure": k, "batch_size": c, "mean_abs_error": float(np.mean(np.abs(e))),
-             "within": bool(all(abs(x) <= tolerance for x in e))} for (k, c), e in sorted(groups.items())]
+        row = {"measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p, "output_tokens": r.o,
+               "measured": r.value, "fitted": pred, "relative_error": err, "fitted_profile": None,
+               "relative_error_profile": None, "retest": again,
+               "retest_difference": None if again is None else (r.value - again) / again}
+        if profile is not None:
+            row["fitted_profile"] = r.predict(fit.theta, profile)
+            row["relative_error_profile"] = (row["fitted_profile"] - r.value) / r.value
+        rows.append(row)
+        groups.setdefault((r.kind, r.c), []).append(row)
+    by_c = []
+    for (k, c), group in sorted(groups.items()):
+        g = {"measure": k, "batch_size": c}
+        for suffix in ("", "_profile") if profile is not None else ("",):
+            e = [abs(x["relative_error" + suffix]) for x in group]
+            g |= {"mean_abs_error" + suffix: float(np.mean(e)), "within" + suffix: bool(max(e) <= tolerance)}
+        by_c.append(g)
     diffs = [abs(r["retest_difference"]) for r in rows if r["retest_difference"] is not None]
-    return {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,
-            "mean_abs_error": float(np.mean([abs(r["relative_error"]) for r in rows])) if rows else math.nan,
-            "retest_mean_abs_difference": float(np.mean(diffs)) if diffs else None}
+    out = {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,
+           "mean_abs_error": float(np.mean([abs(r["relative_error"]) for r in rows])) if rows else math.nan,
+           "mean_abs_error_profile": None,
+           "retest_mean_abs_difference": float(np.mean(diffs)) if diffs else None}
+    if profile is not None and rows:
+        out["mean_abs_error_profile"] = float(np.mean([abs(r["relative_error_profile"]) for r in rows]))
+    return out

@@ -670,7 +670,7 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
     out = Path(out)
     if figures:
         gpu_figure(fit, out / "figures")
-    md = [f"# Step-time fit of {fit.path.name}\n"]
+    md = [f"# Step-time fit of {fit.label}\n"]
     md.append(f"{len(fit.rows)} measurements at concurrencies {', '.join(f'{c:g}' for c in sorted({r.c for r in fit.rows}))}.\n")
     md.append(md_table(["parameter", "value"], [
         ["base_ms", f"{fit.base_ms:.4g}"], ["per_token_ms", f"{fit.per_token_ms:.4g}"],
@@ -714,25 +714,40 @@ def write_gpu_check(check: dict, fit_path, check_path, out: Path) -> Path:
 
     out = Path(out)
     tol = check["tolerance"]
+    prof = check["mean_abs_error_profile"] is not None
+    suffixes = ("", "_profile") if prof else ("",)
+    head = ["measure", "sequences", "mean abs error", f"every row within {tol:.0%}"]
+    if prof:
+        head = head[:2] + ["straight line: mean abs error", f"within {tol:.0%}", "measured profile: mean abs error",
+                           f"within {tol:.0%}"]
     md = [f"# Held-out check of the step-time fit\n",
           f"Fitted on `{fit_path}`, checked on `{check_path}` (an independent load test of the same server).\n",
+          ("Two decode-step models are checked: the straight line `base_ms + per_seq_ms * sequences` of step.toml, "
+           "and the fit table's measured decode step per batch size interpolated (step-profile.csv, the backend's "
+           "`step.profile`); both price prefill with the same per_token_ms and admit_ms.\n" if prof else ""),
           "## By measure and concurrency\n",
-          md_table(["measure", "sequences", "mean abs error", f"every row within {tol:.0%}"],
-                   [[MEASURE_LABELS[g["measure"]], f"{g['batch_size']:g}", f"{g['mean_abs_error']:.1%}",
-                     "yes" if g["within"] else "no"] for g in check["by_concurrency"]]),
-          f"All rows: mean |error| {check['mean_abs_error']:.1%}.\n"]
+          md_table(head, [[MEASURE_LABELS[g["measure"]], f"{g['batch_size']:g}"]
+                          + [c for s in suffixes for c in (f"{g['mean_abs_error' + s]:.1%}",
+                                                            "yes" if g["within" + s] else "no")]
+                          for g in check["by_concurrency"]]),
+          f"All rows: mean |error| {check['mean_abs_error']:.1%}"
+          + (f" with the straight line, {check['mean_abs_error_profile']:.1%} with the measured profile" if prof else "")
+          + ".\n"]
     if check["retest_mean_abs_difference"] is not None:
         md.append(f"Test-retest: the same level measured in both tables differs by {check['retest_mean_abs_difference']:.1%} "
                   "on average; no model can be checked more finely than this.\n")
     md.append("## Every row\n")
-    md.append(md_table(["measure", "sequences", "prompt", "output", "measured", "fitted", "error", "fit table", "retest"], [
+    md.append(md_table(["measure", "sequences", "prompt", "output", "measured", "fitted", "error"]
+                       + (["fitted (profile)", "error (profile)"] if prof else []) + ["fit table", "retest"], [
         [MEASURE_LABELS[r["measure"]], f"{r['batch_size']:g}", _f(r["prompt_tokens"]), _f(r["output_tokens"]),
-         _f(r["measured"]), _f(r["fitted"]), f"{r['relative_error']:+.1%}", _f(r["retest"]),
-         "" if r["retest_difference"] is None else f"{r['retest_difference']:+.1%}"] for r in check["rows"]]))
+         _f(r["measured"]), _f(r["fitted"]), f"{r['relative_error']:+.1%}"]
+        + ([_f(r["fitted_profile"]), f"{r['relative_error_profile']:+.1%}"] if prof else [])
+        + [_f(r["retest"]), "" if r["retest_difference"] is None else f"{r['retest_difference']:+.1%}"]
+        for r in check["rows"]]))
     path = out / "check.md"
     atomic_write_text(path, "\n".join(md))
-    cols = ["measure", "batch_size", "prompt_tokens", "output_tokens", "measured", "fitted", "relative_error", "retest",
-            "retest_difference"]
+    cols = ["measure", "batch_size", "prompt_tokens", "output_tokens", "measured", "fitted", "relative_error",
+            "fitted_profile", "relative_error_profile", "retest", "retest_difference"]
     lines = [",".join(cols)] + [",".join("" if r[c] is None else (repr(float(r[c])) if isinstance(r[c], float) else str(r[c]))
                                           for c in cols) for r in check["rows"]]
     atomic_write_text(out / "check.csv", "\n".join(lines) + "\n")

@@ -1,4 +1,4 @@
-"""`simlab calibrate-gpu TABLE`: fit the continuous-batching step-time model to a measured load test."""
+"""`simlab calibrate-gpu TABLE [TABLE ...]`: fit the continuous-batching step-time model to a measured load test."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("table", help="load-test CSV (see below)")
+    p.add_argument("table", nargs="+", help="load-test CSV (see below); several tables of the same server (e.g. "
+                   "load tests before and after a validation) are fitted together")
     p.add_argument("--prompt-tokens", type=float, help="prompt length of every row (when the table has no column)")
     p.add_argument("--output-tokens", type=float, help="output length of every row (when the table has no column)")
     p.add_argument("--per-token-ms", type=float, help="fix per_token_ms (prefill cost) instead of fitting it")
@@ -60,18 +61,28 @@ def main(args) -> int:
             raise InputError(None, flag, f"must be at least 1 (found {v:g})")
     if args.per_token_ms is not None and not args.per_token_ms >= 0:
         raise InputError(None, "--per-token-ms", f"must be 0 or more (found {args.per_token_ms:g})")
-    rows = read_table(args.table, args.prompt_tokens, args.output_tokens)
+    tables = [Path(t) for t in args.table]
+    names = [t.name for t in tables]
+    if len(set(names)) < len(names):  # e.g. loadtest-a/loadtest.csv and loadtest-b/loadtest.csv
+        names = [f"{t.parent.name}/{t.name}" for t in tables]
+    rows = []
+    for table, name in zip(tables, names):
+        mine = read_table(table, args.prompt_tokens, args.output_tokens)
+        if len(tables) > 1:
+            for r in mine:
+                r.line = f"{name}:{r.line}"
+        rows += mine
     check_rows = read_table(args.check, args.prompt_tokens, args.output_tokens) if args.check else None
-    fit = fit_gpu(rows, args.table, args.per_token_ms)
+    fit = fit_gpu(rows, tables[0], args.per_token_ms, label=" + ".join(names))
     from simlab.calibration.report import write_gpu_report
 
-    out = Path(args.out) if args.out else Path("results") / "calibrate-gpu" / Path(args.table).stem
+    out = Path(args.out) if args.out else Path("results") / "calibrate-gpu" / tables[0].stem
     profile_name = "step-profile.csv" if fit.profile else None
     if profile_name:
         atomic_write_text(out / profile_name, profile_csv(fit))
     atomic_write_text(out / "step.toml", step_toml(fit, profile_name))
     report = write_gpu_report(fit, out, "step.toml", profile_name, figures=not args.no_figures)
-    print(f"{args.table}: {len(fit.rows)} measurements")
+    print(f"{' + '.join(args.table)}: {len(fit.rows)} measurements")
     print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences"
           + (f" + {fit.admit_ms:.4g} ms per admitted request" if fit.admit_ms else "")
           + f"; front end {fit.request_ms:.4g} ms per request")
@@ -84,13 +95,21 @@ def main(args) -> int:
         from simlab.calibration.report import write_gpu_check
 
         check = held_out_check(fit, check_rows)
-        write_gpu_check(check, args.table, args.check, out)
-        print(f"held-out check on {args.check}: mean |error| {check['mean_abs_error']:.1%}"
+        write_gpu_check(check, " + ".join(args.table), args.check, out)
+        tol = check["tolerance"]
+
+        def error_text(g, suffix=""):
+            return (f"{g['mean_abs_error' + suffix]:.1%} ({'within' if g['within' + suffix] else 'NOT within'} "
+                    f"{tol:.0%})")
+
+        has_profile = check["mean_abs_error_profile"] is not None
+        print(f"held-out check on {args.check}: mean |error| {check['mean_abs_error']:.1%} with the straight line"
+              + (f", {check['mean_abs_error_profile']:.1%} with the measured profile" if has_profile else "")
               + (f" (test-retest difference {check['retest_mean_abs_difference']:.1%})"
                  if check["retest_mean_abs_difference"] is not None else ""))
         for g in check["by_concurrency"]:
             if g["measure"] == "tpot":
-                print(f"  time per output token, {g['batch_size']:g} sequences: mean |error| {g['mean_abs_error']:.1%}"
-                      f" ({'within' if g['within'] else 'NOT within'} {check['tolerance']:.0%})")
+                print(f"  time per output token, {g['batch_size']:g} sequences: mean |error| {error_text(g)}"
+                      + (f"; profile {error_text(g, '_profile')}" if has_profile else ""))
     print(f"\nsnippet: {out / 'step.toml'}  report: {report}" + (f"  profile: {out / profile_name}" if profile_name else ""))
     return 0

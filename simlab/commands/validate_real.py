@@ -65,7 +65,7 @@ def main(args) -> int:
     from simlab.runtime.client import ServerError, loopback_url
     from simlab.runtime.hostcpu import CpuProbe, CpuUse
     from simlab.runtime.validate import (RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks,
-                                         simulate, step_at_measured_load)
+                                         simulate, step_at_measured_load, step_error_by_window)
     from simlab.scenario import load_scenario
 
     loopback_url(args.url, "--url")
@@ -114,6 +114,7 @@ def main(args) -> int:
     decode_sim, decode_real = {}, {label: [] for label in labels}
     cpu = {label: [] for label in labels}
     at_load = {label: [] for label in labels}
+    by_window = {label: [] for label in labels}
     probe = CpuProbe(loopback_url(args.url)[1])
     for p in policies:
         sim = simulate(scenario, options[p], tasks, seed)
@@ -156,6 +157,7 @@ def main(args) -> int:
             measured[label].append(m)
             decode_real[label].append({k: decode_ms_per_token(recs, k) for k in ("interactive", "batch")})
             at_load[label].append({k: step_at_measured_load(recs, scenario.backend, k) for k in ("interactive", "batch")})
+            by_window[label].append(step_error_by_window(recs, scenario.backend, "batch"))
             print(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated {predicted[p]['interactive']['p95_ms']:.0f}), "
                   f"batch {m['batch']['throughput_tok_s']:.0f} tok/s (simulated {predicted[p]['batch']['throughput_tok_s']:.0f}); "
                   f"{m['interactive']['completed'] + m['batch']['completed']}/{len(recs)} completed", flush=True)
@@ -182,6 +184,7 @@ def main(args) -> int:
                        f"{(decode_sim[p][k] - mean) / mean:+.1%} | {', '.join(f'{n:.1f}' for n, _, _ in checks)} | "
                        f"{', '.join(f'{m:.1f}' for _, _, m in checks)} | "
                        f"{', '.join(f'{(m - x) / x:+.1%}' for _, x, m in checks)} |\n")
+    report += _window_section(by_window)
     report += _cpu_section(cpu, at_load)
     if not args.no_figures:
         cmp.figure(rows, out / "figures")
@@ -191,6 +194,27 @@ def main(args) -> int:
     print(report)
     print(f"written: {out}/summary.csv, verdict.json, report.md")
     return 0
+
+
+def _window_section(by_window) -> str:
+    """The model-at-load error of batch requests by 10-s window of each run: the engine's speed through time."""
+    windows = sorted({k for runs in by_window.values() for w in runs for k in w})
+    if not windows:
+        return ""
+    text = ("\n## The engine's speed through each run\n\n"
+            "Batch requests grouped by the 10-second window in which their decode began (windows with at least 5); "
+            "per window, the median over its requests of (model at the measured load / measured decode step - 1). "
+            "The model already accounts for the sequences in flight and the prefill admitted in each window, so "
+            "a change from one window to the next, at the same policy and load, is a change of the engine's own "
+            "speed, which the step model has no variable for.\n\n"
+            "| policy | run | " + " | ".join(f"{10 * k}-{10 * (k + 1)} s" for k in windows)
+            + " | range within the run |\n|---|---:|" + "---:|" * (len(windows) + 1) + "\n")
+    for label, runs in by_window.items():
+        for n, w in enumerate(runs, start=1):
+            span = f"{max(w.values()) - min(w.values()):.1%}" if len(w) > 1 else ""
+            text += (f"| {label} | {n} | " + " | ".join(f"{w[k]:+.1%}" if k in w else "" for k in windows)
+                     + f" | {span} |\n")
+    return text
 
 
 def _cpu_section(cpu, at_load) -> str:

@@ -146,16 +146,16 @@ def decode_ms_per_token(records: list[dict], kind: str) -> float:
     return float(np.median(v)) if v else math.nan
 
 
-def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[float, float, float]:
-    """The step model checked on its own, on one run: (mean sequences in the engine, median measured decode step,
-    median model step) over the run's completed requests of `kind`. For each request the model is evaluated at the
-    sequences actually in flight during its decode phase (requests sent and not ended, at most max_num_seqs) and
-    the prefill tokens actually admitted meanwhile (prompts whose first token came then), so scheduling
-    differences between the simulation and the run drop out and only the step model is left."""
+def step_per_request(records: list[dict], backend, kind: str) -> np.ndarray:
+    """The step model checked on its own, request by request: rows of (decode start ms, mean sequences in the
+    engine, measured decode step, model step) for the run's completed requests of `kind`. For each request the
+    model is evaluated at the sequences actually in flight during its decode phase (requests sent and not ended,
+    at most max_num_seqs) and the prefill tokens actually admitted meanwhile (prompts whose first token came
+    then), so scheduling differences between the simulation and the run drop out and only the step model is left."""
     ok = [r for r in records if r["outcome"] == "ok" and r["ttft_ms"] is not None]
     mine = [r for r in ok if r["kind"] == kind and r["output_tokens"] > 4]
     if not mine:
-        return math.nan, math.nan, math.nan
+        return np.empty((0, 4))
     st = backend.step
     starts = np.sort([r["start_ms"] for r in ok])
     ends = np.sort([r["end_ms"] for r in ok])
@@ -165,7 +165,7 @@ def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[floa
     prefill = np.concatenate([[0.0], np.cumsum(np.array([r["prompt_tokens"] for r in ok], dtype=float)[order])])
     joined = np.arange(len(first) + 1, dtype=float)
     profile = _profile(st.profile) if st.profile else None
-    seqs, measured, model = [], [], []
+    out = []
     for r in mine:
         a, b = r["arrival_ms"] + r["ttft_ms"], r["end_ms"]
         grid = np.linspace(a, b, 64, endpoint=False)
@@ -175,10 +175,34 @@ def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[floa
         lo, hi = np.searchsorted(first, a, "right"), np.searchsorted(first, b)
         tokens, admitted = prefill[hi] - prefill[lo], joined[hi] - joined[lo]
         decode = float(np.interp(n, *profile)) if profile else st.base_ms + st.per_seq_ms * n
-        seqs.append(n)
-        measured.append((b - a) / steps)
-        model.append(decode + (st.per_token_ms * tokens + st.admit_ms * admitted) / steps)
-    return float(np.mean(seqs)), float(np.median(measured)), float(np.median(model))
+        out.append((a, n, (b - a) / steps, decode + (st.per_token_ms * tokens + st.admit_ms * admitted) / steps))
+    return np.array(out)
+
+
+def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[float, float, float]:
+    """Over one run's requests of `kind` (see step_per_request): (mean sequences in the engine, median measured
+    decode step, median model step)."""
+    rows = step_per_request(records, backend, kind)
+    if not len(rows):
+        return math.nan, math.nan, math.nan
+    return float(rows[:, 1].mean()), float(np.median(rows[:, 2])), float(np.median(rows[:, 3]))
+
+
+def step_error_by_window(records: list[dict], backend, kind: str, window_ms: float = 10_000.0,
+                         min_requests: int = 5) -> dict[int, float]:
+    """The engine's speed through one run: per window of decode start (index k covers [k, k+1) * window_ms), the
+    median over its requests of model step / measured step - 1 (negative: the engine was slower than the model at
+    the load it had). Windows with fewer than `min_requests` requests are left out."""
+    rows = step_per_request(records, backend, kind)
+    out = {}
+    if not len(rows):
+        return out
+    idx = (rows[:, 0] // window_ms).astype(int)
+    for k in np.unique(idx):
+        sel = rows[idx == k]
+        if len(sel) >= min_requests:
+            out[int(k)] = float(np.median(sel[:, 3] / sel[:, 2]) - 1)
+    return out
 
 
 def _profile(path):
