@@ -294,7 +294,7 @@ class Engine:
         self._may_wake = self.policy.may_wake()
         self._submit, self._finish = self.policy.submit, self.policy.finish
         self._dispatch = self.backend.dispatch
-        self._record = self.recorder._record_summary if self.summary else self.recorder.record
+        self._record = self.recorder.record
         arrive = self._arrive if not self._plain else self._plain_arrivals()
         own_done = self.backend.done == self._done  # not wrapped by a caller (tests hook it)
         if own_done:

@@ -118,24 +118,8 @@ class Recorder:
             self.end_ms[i] = task.end_ms
         if task.ttft_ms is not None:
             self._ttft(i, task.ttft_ms)
-        if task.cap_at_dispatch is not None:
+        if task.cap_at_dispatch is not None and self.cap is not None:  # None: a summary-only run
             self.cap[i] = task.cap_at_dispatch
-        outcome = task.outcome
-        self.outcome[i] = 1 if outcome == "ok" else 2 if outcome == "failed" else 3 if task.dispatch_ms is not None else 0
-        if task.retries:
-            self._retry(i, task.retries)
-
-    def _record_summary(self, task: Task) -> None:
-        """`record` without the cap at dispatch (the engine calls it for a summary-only run)."""
-        i = task.index
-        if task.dispatch_ms is not None:
-            self.dispatch_ms[i] = task.dispatch_ms
-        if task.start_ms is not None:
-            self.start_ms[i] = task.start_ms
-        if task.end_ms is not None:
-            self.end_ms[i] = task.end_ms
-        if task.ttft_ms is not None:
-            self._ttft(i, task.ttft_ms)
         outcome = task.outcome
         self.outcome[i] = 1 if outcome == "ok" else 2 if outcome == "failed" else 3 if task.dispatch_ms is not None else 0
         if task.retries:
