@@ -187,3 +187,34 @@ def test_30_and_60_trials_export_options_that_agree_on_held_out_traffic(tmp_path
         lo = max(a[f"{key}_ci_low"], b[f"{key}_ci_low"])
         hi = min(a[f"{key}_ci_high"], b[f"{key}_ci_high"])
         assert lo <= hi, (key, a.to_dict(), b.to_dict())
+
+
+def test_a_joining_peer_never_sees_a_half_written_study_identity(tmp_path, monkeypatch):
+    """Joined workers race: one creates the study and writes its identity one attribute at a time while the
+    other loads it. Whatever write the peer lands after, it must join, not refuse a 'changed' study."""
+    from types import SimpleNamespace
+
+    import optuna
+
+    from simlab.tuning import study as study_mod
+
+    identity = {"simlab_objective": "single:p95", "simlab_scenario": "s", "simlab_settings": "a",
+                "simlab_inputs": "{}", "simlab_code": "c", "simlab_version": "v"}
+    ctx = SimpleNamespace(storage_url=f"sqlite:///{tmp_path / 'study.db'}", study_name="race", multi=False,
+                          tune=SimpleNamespace(sampler_seed=1), identity=identity, reference_throughput=1.0)
+    write = optuna.Study.set_user_attr
+    peer_joins = []
+
+    def write_then_peer_loads(self, key, value):
+        write(self, key, value)
+        if not peer_joins or peer_joins[-1] != "inside":
+            peer_joins.append("inside")
+            study_mod.refuse_changed_study(ctx)
+            study_mod.load_or_create(ctx)
+            peer_joins[-1] = key
+
+    monkeypatch.setattr(optuna.Study, "set_user_attr", write_then_peer_loads)
+    study_mod.load_or_create(ctx)
+    assert set(peer_joins) >= set(identity)  # the peer came in after every one of the creator's writes
+    stored = optuna.load_study(study_name="race", storage=study_mod.open_storage(ctx.storage_url)).user_attrs
+    assert {k: stored[k] for k in identity} == identity

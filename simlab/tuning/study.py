@@ -33,6 +33,7 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"optuna\.")
 warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
 
 OBJECTIVE_METRIC = {"p95": "interactive_p95_ms", "p99": "interactive_p99_ms"}
+MARKER = "simlab_objective"  # the identity key whose presence says a study's identity is fully written
 
 
 @dataclass
@@ -143,11 +144,13 @@ def load_or_create(ctx: TuneContext) -> optuna.Study:
         # load_if_exists: joined workers may race to create the same study
         study = optuna.create_study(study_name=ctx.study_name, storage=storage, directions=directions,
                                     sampler=make_sampler(ctx.tune.sampler_seed, 0), load_if_exists=True)
-    fresh = "simlab_objective" not in study.user_attrs and not study.get_trials(deepcopy=False)
+    fresh = MARKER not in study.user_attrs and not study.get_trials(deepcopy=False)
     if fresh and [d.name.lower() for d in study.directions] == directions:
-        for key, value in ctx.identity.items():  # a new study (possibly just made by a peer)
-            study.set_user_attr(key, value)
+        # A new study (possibly just made by a peer). Each attribute is its own write, so the marker goes last:
+        # a peer that sees it sees the whole identity, never half of it.
         study.set_user_attr("reference_throughput_per_min", ctx.reference_throughput)
+        for key, value in sorted(ctx.identity.items(), key=lambda kv: kv[0] == MARKER):
+            study.set_user_attr(key, value)
         return study
     _refuse_changed(ctx, study, directions)
     return study
@@ -178,7 +181,7 @@ def refuse_changed_study(ctx: TuneContext) -> None:
         study = optuna.load_study(study_name=ctx.study_name, storage=open_storage(url))
     except KeyError:
         return
-    if "simlab_objective" in study.user_attrs or study.get_trials(deepcopy=False):
+    if MARKER in study.user_attrs or study.get_trials(deepcopy=False):
         _refuse_changed(ctx, study, ["minimize", "maximize"] if ctx.multi else ["minimize"])
 
 
