@@ -97,7 +97,8 @@ class Engine:
         env = self.env
         j = i + 1
         if j < self._n_arrivals:
-            heappush(env._queue, (self._arrival_ms[j], URGENT, next(env._eid), Fire(self._arrive, j)))
+            event._value = j  # the same event again: `run_until` is done with it
+            heappush(env._queue, (self._arrival_ms[j], URGENT, next(env._eid), event))
         if self._plain:
             task = Task(None, self._kinds[self._interactive[i]], self._arrival_ms[i], self._service_ms[i], None, i)
         else:
@@ -126,7 +127,8 @@ class Engine:
             i = event._value
             j = i + 1
             if j < n:
-                heappush(queue, (arrival_ms[j], URGENT, next(eid), Fire(arrive, j)))
+                event._value = j  # the same event again: `run_until` is done with it
+                heappush(queue, (arrival_ms[j], URGENT, next(eid), event))
             started = submit(Task(None, kinds[interactive[i]], arrival_ms[i], service_ms[i], None, i))
             if started:
                 now = env._now

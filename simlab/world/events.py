@@ -3,6 +3,10 @@
 `Environment.step()` only needs `callbacks` and `_ok` on what it pops. Scheduling at an absolute time
 (rather than now + delay) keeps pre-drawn arrival times exact to the last bit, which is what makes the
 engine on `delay` agree with `simlab replay`. This touches SimPy's private queue; simpy is pinned.
+
+`run_until` never touches a `Fire` after calling it, so its callback may push the same object again (the
+engine's arrival stream has one; the slots backend keeps a pool): an allocation saved per event.
+`Environment.step()` empties `callbacks` before calling, so a reused `Fire` needs `run_until`.
 """
 
 from __future__ import annotations

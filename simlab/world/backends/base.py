@@ -8,13 +8,14 @@ are given, so every policy sees the same draws for the same seed.
 
 from __future__ import annotations
 
+from heapq import heappush
 from typing import Callable
 
 import numpy as np
 import simpy
 
 from simlab.policies.base import Task
-from simlab.world.events import fire_after
+from simlab.world.events import NORMAL, Fire
 
 Done = Callable[[Task], None]
 
@@ -27,6 +28,7 @@ class Backend:
         self.done = done
         self.config = config
         self.rng = rng
+        self._pool: list = []  # completion events of ended tasks, for reuse (`_finish_at`)
 
     def dispatch(self, task: Task) -> None:
         raise NotImplementedError
@@ -47,10 +49,16 @@ class Backend:
         return model.base_ms + model.per_prompt_token_ms * task.prompt_tokens + model.per_output_token_ms * task.output_tokens
 
     def _finish_at(self, delay: float, task: Task) -> None:
-        """Call `self._end(task)` after `delay` ms, with one SimPy event and no process."""
-        fire_after(self.env, delay, self._on_timeout, task)
+        """Call `self._end(task)` after `delay` ms, with one SimPy event and no process: one of the pool's
+        when there is one (events of ended tasks, reused: an allocation saved per task)."""
+        pool, env = self._pool, self.env
+        event = pool.pop() if pool else Fire(self._on_timeout, None)
+        event._value = task
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), event))
 
     def _on_timeout(self, event) -> None:
+        if event.callbacks is not None:  # `run_until` is done with it (`Environment.step()` empties it: no reuse)
+            self._pool.append(event)
         self._end(event._value)
 
     def _end(self, task: Task) -> None:

@@ -27,7 +27,7 @@ class SlotsBackend(Backend):
         else:
             self._queue.append(task)
 
-    # Once per task: the timeout is pushed by hand (as `fire_after`, inlined).
+    # Once per task: `_finish_at`, inlined (at most `slots` events exist, reused through the pool).
     def _start(self, task) -> None:
         env = self.env
         now = task.start_ms = env._now
@@ -36,7 +36,10 @@ class SlotsBackend(Backend):
         if service is None:
             service = self.service_ms(task)
         self.busy_ms += service
-        heappush(env._queue, (now + service, NORMAL, next(env._eid), Fire(self._on_timeout, task)))
+        pool = self._pool
+        event = pool.pop() if pool else Fire(self._on_timeout, None)
+        event._value = task
+        heappush(env._queue, (now + service, NORMAL, next(env._eid), event))
 
     def _end(self, task) -> None:
         task.outcome = "ok"
