@@ -129,7 +129,8 @@ class Engine:
             if j < n:
                 event._value = j  # the same event again: `run_until` is done with it
                 heappush(queue, (arrival_ms[j], URGENT, next(eid), event))
-            started = submit(Task(None, kinds[interactive[i]], arrival_ms[i], service_ms[i], None, i))
+            # env._now is arrival_ms[i], the same float (the heap key it was pushed with): no second read
+            started = submit(Task(None, kinds[interactive[i]], env._now, service_ms[i], None, i))
             if started:
                 now = env._now
                 for task in started:
