@@ -203,15 +203,18 @@ def test_a_joining_peer_never_sees_a_half_written_study_identity(tmp_path, monke
     ctx = SimpleNamespace(storage_url=f"sqlite:///{tmp_path / 'study.db'}", study_name="race", multi=False,
                           tune=SimpleNamespace(sampler_seed=1), identity=identity, reference_throughput=1.0)
     write = optuna.Study.set_user_attr
-    peer_joins = []
+    peer_joins = []  # the creator's writes after which the peer joined
+    in_peer = False  # the peer's own writes (it may take the study for new) do not start another peer
 
     def write_then_peer_loads(self, key, value):
+        nonlocal in_peer
         write(self, key, value)
-        if not peer_joins or peer_joins[-1] != "inside":
-            peer_joins.append("inside")
+        if not in_peer:
+            in_peer = True
             study_mod.refuse_changed_study(ctx)
             study_mod.load_or_create(ctx)
-            peer_joins[-1] = key
+            in_peer = False
+            peer_joins.append(key)
 
     monkeypatch.setattr(optuna.Study, "set_user_attr", write_then_peer_loads)
     study_mod.load_or_create(ctx)

@@ -149,8 +149,10 @@ def load_or_create(ctx: TuneContext) -> optuna.Study:
         # A new study (possibly just made by a peer). Each attribute is its own write, so the marker goes last:
         # a peer that sees it sees the whole identity, never half of it.
         study.set_user_attr("reference_throughput_per_min", ctx.reference_throughput)
-        for key, value in sorted(ctx.identity.items(), key=lambda kv: kv[0] == MARKER):
-            study.set_user_attr(key, value)
+        for key, value in ctx.identity.items():
+            if key != MARKER:
+                study.set_user_attr(key, value)
+        study.set_user_attr(MARKER, ctx.identity[MARKER])
         return study
     _refuse_changed(ctx, study, directions)
     return study
