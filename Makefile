@@ -27,7 +27,7 @@ results: $(STAMP)
 real-engine:
 	scripts/real-engine.sh start
 
-# Regenerates results/reference/real-engine/{loadtest,loadtest-check,validate-real} on the real engine (~15 min).
+# Regenerates results/reference/real-engine/ measured parts on the real engine (~50 min; scripts/real-engine-results.sh).
 real-engine-results: $(STAMP)
 	scripts/real-engine-results.sh
 

@@ -2,7 +2,9 @@
 # Regenerates results/reference/real-engine/ (about 50 minutes plus the engine's setup). Measures first, fits after:
 #   load test A; open-loop calibration traffic A (the scenario's workloads at another seed, one run per policy);
 #   the validation (the scenario's own seed, --repeats runs per policy, plus the article's Node scheduler);
-#   open-loop calibration traffic B (a third seed); load test B; the engine stops.
+#   open-loop calibration traffic B (a third seed); load test B; a prompt-length sweep (what a request joining
+#   costs at 32-1024 prompt tokens: the diagnostic of why a load test with only 32 and 1024 misprices the
+#   scenario's prompts); the engine stops.
 # Then the step-time model is fitted on both load tests (prefill per token, the front end) and refitted on both
 # open-loop calibrations (the decode step and the cost of a request joining, as open-loop traffic pays them), and
 # the validation is re-simulated with that fit (the measured runs are kept). A and B bracket the validation in
@@ -22,20 +24,29 @@ if [ -z "${FITS_ONLY:-}" ]; then
   URL="$(bash scripts/real-engine.sh start | tail -1)"
   VR[2]="$URL"; OL[2]="$URL"
   trap 'bash scripts/real-engine.sh stop >/dev/null 2>&1 || true' EXIT
-  rm -rf "$OUT/loadtest-a" "$OUT/loadtest-b" "$OUT/open-loop-a" "$OUT/open-loop-b" "$OUT/calibration" \
-    "$OUT/validate-real" "$OUT/step-time-check"
+  rm -rf "$OUT/loadtest-a" "$OUT/loadtest-b" "$OUT/loadtest-prompts" "$OUT/open-loop-a" "$OUT/open-loop-b" \
+    "$OUT/calibration" "$OUT/validate-real" "$OUT/step-time-check"
   LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 16,64 --requests 32 --max-seconds 8 --rounds 3)
   lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-a"
   lock "$SIMLAB" validate-real "${OL[@]}" --seed 1001 --out "$OUT/open-loop-a" --calibration "$OUT/loadtest-a/backend.toml"
   lock "$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/loadtest-a/backend.toml"
   lock "$SIMLAB" validate-real "${OL[@]}" --seed 1002 --out "$OUT/open-loop-b" --calibration "$OUT/loadtest-a/backend.toml"
   lock "$SIMLAB" loadtest "$URL" "${LT[@]}" --out "$OUT/loadtest-b"
+  lock "$SIMLAB" loadtest "$URL" --concurrency 1,8,16 --prompt-tokens 32,128,256,512,1024 --output-tokens 16,64 \
+    --requests 32 --max-seconds 8 --rounds 2 --out "$OUT/loadtest-prompts"
   bash scripts/real-engine.sh stop
 fi
+# the open-loop calibration runs' reports, as measured (kept runs; simulated with load test A, as then)
+for ab in a b; do
+  "$SIMLAB" validate-real "${OL[@]}" --seed "$([ $ab = a ] && echo 1001 || echo 1002)" --out "$OUT/open-loop-$ab" \
+    --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
+done
 # the calibration: both load tests' tables, refitted on both open-loop calibrations' measured runs
 "$SIMLAB" calibrate-gpu "$OUT/loadtest-a/loadtest.csv" "$OUT/loadtest-b/loadtest.csv" \
   --open-loop "$OUT"/open-loop-a/measured/*-run1.csv "$OUT"/open-loop-b/measured/*-run1.csv --out "$OUT/calibration"
 "$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/calibration/step.toml"
+# the prompt-length sweep's own fit and report (join-cost.csv: what one joining request costs, by prompt length)
+"$SIMLAB" calibrate-gpu "$OUT/loadtest-prompts/loadtest.csv" --out "$OUT/loadtest-prompts/fit"
 # held out: A's fit on B's table (and the A-vs-B test-retest difference)
 "$SIMLAB" calibrate-gpu "$OUT/loadtest-a/loadtest.csv" --check "$OUT/loadtest-b/loadtest.csv" \
   --out "$OUT/step-time-check" --no-figures

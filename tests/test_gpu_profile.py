@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import tomllib
 
 import numpy as np
@@ -214,3 +215,34 @@ def test_held_out_check_against_another_table(tmp_path):
     proc = simlab("calibrate-gpu", fit_table, "--check", fit_table, "--out", same, "--no-figures")
     assert "NOT within" not in proc.stdout and "mean |error| 0.0%" in proc.stdout
     assert "Test-retest" in (same / "check.md").read_text()
+
+
+def test_join_cost_by_prompt_length(tmp_path):
+    """Two output lengths per (concurrency, prompt): the tpot difference gives what one joining request costs.
+    From the model itself it is exactly admit_ms + per_token_ms * (P - 1); from an engine whose prefill costs
+    a flat 30 ms above 64 tokens, the straight line misses the middle, and the report shows it."""
+    from simlab.calibration.gpu import join_costs
+
+    def table(path, join_ms):
+        lines = ["batch_size,prompt_tokens,output_tokens,tpot_ms"]
+        for c in (4, 16):
+            for p in (32, 128, 512, 1024):
+                for o in (16, 64):
+                    decode = ADMITTING[0] + (ADMITTING[1] + ADMITTING[2]) * c
+                    lines.append(f"{c},{p},{o},{float(decode + join_ms(p) * (c - 1) / o)!r}")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    linear = table(tmp_path / "linear.csv", lambda p: ADMITTING[4] + ADMITTING[1] * (p - 1))
+    joins = join_costs(fit_gpu(read_table(linear)))
+    assert len(joins) == 8
+    for j in joins:
+        assert j["measured_ms"] == pytest.approx(ADMITTING[4] + ADMITTING[1] * (j["prompt_tokens"] - 1), rel=1e-9)
+        assert j["fitted_ms"] == pytest.approx(j["measured_ms"], rel=1e-3)
+    bent = table(tmp_path / "bent.csv", lambda p: 5.0 if p <= 64 else 30.0 + 0.005 * p)
+    out = tmp_path / "fit"
+    simlab("calibrate-gpu", bent, "--out", out, "--no-figures")
+    rows = {(float(r["batch_size"]), float(r["prompt_tokens"])): r for r in csv.DictReader(open(out / "join-cost.csv"))}
+    assert float(rows[(16, 128)]["measured_ms"]) == pytest.approx(30.64, rel=1e-6)
+    assert float(rows[(16, 128)]["fitted_ms"]) < 0.9 * 30.64  # the line under-prices the middle
+    assert "## What a request joining costs, by prompt length" in (out / "report.md").read_text()

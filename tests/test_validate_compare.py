@@ -29,8 +29,8 @@ def test_metrics_from_records():
 
 def test_step_model_at_the_measured_load_and_by_window():
     """One batch request at a time (one sequence in flight, no other prefill during its decode): the model's
-    step is base + per_seq; an engine 25% slower from t = 10 s shows as -20% in the second window only."""
-    backend = SimpleNamespace(max_num_seqs=16, step=SimpleNamespace(base_ms=2.0, per_seq_ms=3.0, per_token_ms=0.5,
+    step is base + per_seq + per_token (its one decoding token, priced as the backend prices it); an engine 25% slower from t = 10 s shows as -20% in the second window only."""
+    backend = SimpleNamespace(max_num_seqs=16, step=SimpleNamespace(base_ms=1.5, per_seq_ms=3.0, per_token_ms=0.5,
                                                                     admit_ms=1.0, profile=None))
     rs = []
     for i in range(20):
@@ -61,14 +61,44 @@ def test_error_spread_and_rankings():
     assert v["ranking_measured"]["batch throughput_tok_s"] == ["b", "a"]
     assert v["rankings_agree"] and not v["all_within"]  # b's P95: -20%
     assert not v["within_tolerance"]["b interactive p95_ms"]
+    # throughput: b is 60% better predicted; measured 55 vs 80 over two runs each is not separated (Welch p 0.2)
+    q = v["pairs"]["batch throughput_tok_s"][0]
+    assert (q["predicted"], q["measured"]) == ("<", "~") and q["p_value"] == pytest.approx(0.199, abs=0.005)
+    assert not v["rankings_same"] and v["same_order"] and len(v["pairs_tied_on_one_side"]) == 1
     text = markdown(rows, v, ["- header"])
-    assert "rankings agree: **yes**" in text and "-20.0%" in text
+    assert "rankings agree: **yes**: the same order on both sides" in text and "-20.0%" in text
+    # measured throughput order flipped, but not separated: still no contradiction, yet not the same order
+    rows = compare(predicted, {"a": measured["a"], "b": [fake(250, 40), fake(250, 60)]})
+    v = verdict(rows)
+    assert v["rankings_agree"] and not v["same_order"]
+    assert "rankings agree: **yes**, where both sides separate the pair" in markdown(rows, v, [])
 
 
 def test_ranking_disagreement():
+    """One run each: no noise estimate, so the means order the measured side."""
     rows = compare({"a": fake(100, 50), "b": fake(200, 40)}, {"a": [fake(300, 50)], "b": [fake(200, 40)]})
     v = verdict(rows)
     assert not v["rankings_agree"] and math.isnan(rows[0]["spread"])
+    assert v["pairs_opposite"] == ["interactive p95_ms: a > b predicted, a < b measured"]
+    assert "rankings agree: **no**" in markdown(rows, v, [])
+
+
+def test_rankings_with_ties_on_both_sides_and_a_settled_contradiction():
+    """Throughput 2% apart predicted is a tie (the model is held to 10%), and runs that overlap are a tie
+    measured: the same ranking. P95: a clearly better predicted, clearly worse over three runs each: opposite."""
+    predicted = {"a": fake(100, 285), "b": fake(200, 279)}
+    measured = {"a": [fake(300, 222), fake(310, 274), fake(305, 257)],
+                "b": [fake(200, 240), fake(210, 263), fake(205, 256)]}
+    v = verdict(compare(predicted, measured))
+    thr = v["pairs"]["batch throughput_tok_s"][0]
+    assert (thr["predicted"], thr["measured"]) == ("~", "~")
+    p95 = v["pairs"]["interactive p95_ms"][0]
+    assert (p95["predicted"], p95["measured"]) == (">", "<") and p95["p_value"] < 0.001
+    assert not v["rankings_agree"] and not v["rankings_same"]
+    measured["a"] = [fake(90, 222), fake(110, 274), fake(100, 257)]
+    v = verdict(compare(predicted, measured))
+    assert v["rankings_agree"] and v["rankings_same"]
+    assert "rankings agree: **yes**: every pair" in markdown(compare(predicted, measured), v, [])
 
 
 def test_confidence_interval_of_the_measured_mean():

@@ -269,18 +269,46 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
     theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)  # solver dust
     fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes,
                  label or Path(path).name)
-    preds = fit.predictions()
-    rel = np.array([abs(p["relative_error"]) for p in preds])
-    fit.mean_rel_error = float(rel.mean())
-    fit.max_rel_error = float(rel.max())
-    for kind in MEASURES:
-        sel = [p for p in preds if p["measure"] == kind]
-        if len(sel) >= 2:
-            fit.r2[kind] = _r2(np.array([p["measured"] for p in sel]), np.array([p["fitted"] for p in sel]))
+    score(fit)
     fit.profile = decode_profile(rows, fit)
     if theta[0] + theta[1] + theta[2] <= 0:
         raise InputError(path, None, "the fit gives a step of zero time: check the table's units (ms, tokens/s)")
     return fit
+
+
+def score(fit: GpuFit) -> None:
+    """The fit's error on its own rows: mean and largest relative error, R^2 per measure (set on `fit`)."""
+    preds = fit.predictions()
+    rel = np.array([abs(p["relative_error"]) for p in preds])
+    fit.mean_rel_error = float(rel.mean())
+    fit.max_rel_error = float(rel.max())
+    fit.r2 = {}
+    for kind in MEASURES:
+        sel = [p for p in preds if p["measure"] == kind]
+        if len(sel) >= 2:
+            fit.r2[kind] = _r2(np.array([p["measured"] for p in sel]), np.array([p["fitted"] for p in sel]))
+
+
+def join_costs(fit: GpuFit) -> list[dict]:
+    """What one request joining costs the running ones, per (concurrency C > 1, prompt length P) measured at two
+    output lengths O1 < O2: the others join (C-1)/O times per iteration, so the difference of the time per
+    output token gives cost = (tpot(O1) - tpot(O2)) / ((C-1)/O1 - (C-1)/O2). The model's is
+    admit_ms + per_token_ms * (P - 1), a straight line in P: where the measured costs bend, the line misprices
+    prompts between the load test's lengths."""
+    by: dict[tuple[float, float], dict[float, list[float]]] = {}
+    for r in fit.rows:
+        if r.kind == "tpot" and r.p is not None and r.o is not None and r.c > 1:
+            by.setdefault((r.c, r.p), {}).setdefault(r.o, []).append(r.value)
+    out = []
+    for (c, p), outs in sorted(by.items()):
+        if len(outs) < 2:
+            continue
+        o1, o2 = min(outs), max(outs)
+        dt = float(np.mean(outs[o1]) - np.mean(outs[o2]))
+        out.append({"batch_size": c, "prompt_tokens": p, "short_output": o1, "long_output": o2,
+                    "measured_ms": dt / ((c - 1) / o1 - (c - 1) / o2),
+                    "fitted_ms": fit.admit_ms + fit.per_token_ms * (p - 1)})
+    return out
 
 
 def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:

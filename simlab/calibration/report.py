@@ -664,7 +664,10 @@ def gpu_figure(fit, directory: Path) -> list[Path]:
         return style.save(fig, directory, "gpu-fit")
 
 
-def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, figures: bool = True) -> Path:
+def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, figures: bool = True,
+                     open_loop=None) -> Path:
+    """report.md and fit.csv of a step-time fit; `open_loop` = (the load-test fit, openloop.OpenLoopFit) when
+    the fit was refitted on open-loop runs (then also open-loop.csv)."""
     from simlab.calibration.gpu import MEASURE_LABELS
 
     out = Path(out)
@@ -686,6 +689,16 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
         md.append(f"Note: {n}.\n")
     if figures:
         md.append("![fit](figures/gpu-fit.png)\n")
+    from simlab.calibration.gpu import join_costs
+    from simlab.experiments.tables import csv_text
+
+    joins = join_costs(fit)
+    if joins:
+        md.append(_join_section(joins))
+        atomic_write_text(out / "join-cost.csv", csv_text(joins, list(joins[0])))
+    if open_loop is not None:
+        md.append(_open_loop_section(*open_loop, fit))
+        _write_open_loop_csv(open_loop[1], out / "open-loop.csv")
     md.append("## Every measurement\n")
     md.append(md_table(["line", "measure", "concurrency", "prompt", "output", "measured", "fitted", "error"], [
         [p["line"], MEASURE_LABELS[p["measure"]], f"{p['batch_size']:g}", _f(p["prompt_tokens"]), _f(p["output_tokens"]),
@@ -706,6 +719,49 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
         lines.append(",".join("" if v is None else (repr(float(v)) if isinstance(v, float) else str(v)) for v in p.values()))
     atomic_write_text(out / "fit.csv", "\n".join(lines) + "\n")
     return path
+
+
+def _join_section(joins: list[dict]) -> str:
+    return "\n".join([
+        "## What a request joining costs, by prompt length\n",
+        "Per concurrency and prompt length measured at two output lengths: the difference of the time per output "
+        "token divided by the difference of joins per iteration ((C-1)/O), i.e. the prefill and admission of one "
+        "request, paid by every running sequence. The model prices it admit_ms + per_token_ms x (prompt - 1), a "
+        "straight line in the prompt length (`join-cost.csv`; `calibration.gpu.join_costs`).\n",
+        md_table(["sequences", "prompt", "outputs", "measured (ms)", "fitted (ms)", "error"], [
+            [f"{j['batch_size']:g}", f"{j['prompt_tokens']:g}", f"{j['short_output']:g}, {j['long_output']:g}",
+             f"{j['measured_ms']:.1f}", f"{j['fitted_ms']:.1f}",
+             f"{(j['fitted_ms'] - j['measured_ms']) / j['measured_ms']:+.0%}" if j["measured_ms"] > 0 else ""]
+            for j in joins])])
+
+
+def _open_loop_section(closed, ol, fit) -> str:
+    text = ["## Refitted on open-loop traffic\n",
+            f"The decode step and the admission cost refitted on {ol.requests} requests of {len(ol.runs)} open-loop "
+            f"run(s) ({ol.unstreamed} left out: their tokens came all at once), each request's measured decode "
+            "step against the model at the load it had (sequences in the engine, requests and prompt tokens "
+            "joining meanwhile); per_token_ms and request_ms kept from the load test(s). "
+            "`simlab.calibration.openloop` gives the method.\n",
+            md_table(["parameter", "load test(s) alone", "refitted on open-loop traffic"], [
+                ["base_ms", f"{closed.base_ms:.4g}", f"{ol.base_ms:.4g}"],
+                ["per_seq_ms", f"{closed.per_seq_ms:.4g}", f"{ol.per_seq_ms:.4g}"],
+                ["admit_ms", f"{closed.admit_ms:.4g}", f"{ol.admit_ms:.4g}"],
+                ["per_token_ms", f"{closed.per_token_ms:.4g}", f"{ol.per_token_ms:.4g} (kept)"],
+                ["request_ms", f"{closed.request_ms:.4g}", f"{closed.request_ms:.4g} (kept)"],
+                ["mean abs error, open-loop requests", f"{ol.mean_abs_error_before:.1%}", f"{ol.mean_abs_error_after:.1%}"],
+                ["mean abs relative error, load-test rows", f"{closed.mean_rel_error:.1%}", f"{fit.mean_rel_error:.1%}"],
+            ]),
+            "Per run: the median over its requests of (model at the measured load / measured decode step - 1).\n",
+            md_table(["run", "requests", "mean sequences", "load test(s) alone", "refitted"], [
+                [r.name, str(r.requests), f"{r.mean_sequences:.1f}", f"{r.before:+.1%}", f"{r.after:+.1%}"]
+                for r in ol.runs])]
+    return "\n".join(text)
+
+
+def _write_open_loop_csv(ol, path: Path) -> None:
+    lines = ["run,requests,mean_sequences,error_load_test_fit,error_refitted"]
+    lines += [f"{r.name},{r.requests},{r.mean_sequences!r},{r.before!r},{r.after!r}" for r in ol.runs]
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def write_gpu_check(check: dict, fit_path, check_path, out: Path) -> Path:

@@ -22,9 +22,10 @@ model: step = base_ms + per_token_ms * tokens + per_seq_ms * sequences (+ admit_
 the step, fitted when the table has several output lengths), and each request reaches the engine
 request_ms after it is sent (the front end; fitted from TTFT/latency rows), by non-negative least squares
 on relative errors; the fit error (R^2 per measurement, mean and largest relative error) is reported.
+with --open-loop RUN.csv ...: the decode step and admit_ms refitted on open-loop traffic (see report.md)
 outputs (in --out, default results/calibrate-gpu/TABLE-NAME/):
   step.toml ([backend.step] snippet), step-profile.csv (batch_size,step_ms for `profile`), report.md,
-  fit.csv, figures/gpu-fit.png|svg; with --check OTHER.csv: check.md, check.csv (held-out error, retest)
+  fit.csv, figures/gpu-fit.png|svg; with --open-loop: open-loop.csv (per run); with --check OTHER.csv: check.md, check.csv (held-out error, retest)
 example: scenarios/profiles/llama2-7b-a100-roofline.csv (synthesized from a roofline model; see its README)
 """
 
@@ -45,6 +46,12 @@ def register(sub) -> None:
     p.add_argument("--per-token-ms", type=float, help="fix per_token_ms (prefill cost) instead of fitting it")
     p.add_argument("--check", help="an independent load test of the same server: report the fit's error on it "
                    "(check.md, check.csv) and the test-retest difference between the two tables")
+    p.add_argument("--open-loop", nargs="+", metavar="RUN_CSV", help="request records of open-loop runs of the same "
+                   "server (validate-real's measured/*.csv, at a seed other than the one to validate): base_ms, "
+                   "per_seq_ms and admit_ms are refitted on each request's decode step at the load it had, "
+                   "per_token_ms and request_ms kept from the table(s) (report.md: both fits, per-run errors)")
+    p.add_argument("--max-num-seqs", type=int, help="the server's sequence limit, for --open-loop (default: the "
+                   "largest concurrency in the table(s))")
     p.add_argument("--out", help="output folder (default results/calibrate-gpu/TABLE-NAME)")
     p.add_argument("--no-figures", action="store_true", help="skip the figure")
     p.set_defaults(func=main)
@@ -73,7 +80,21 @@ def main(args) -> int:
                 r.line = f"{name}:{r.line}"
         rows += mine
     check_rows = read_table(args.check, args.prompt_tokens, args.output_tokens) if args.check else None
+    if args.max_num_seqs is not None and args.max_num_seqs < 1:
+        raise InputError(None, "--max-num-seqs", f"must be at least 1 (found {args.max_num_seqs})")
+    runs = None
+    if args.open_loop:
+        from simlab.calibration.openloop import read_runs
+
+        runs = read_runs(args.open_loop)
     fit = fit_gpu(rows, tables[0], args.per_token_ms, label=" + ".join(names))
+    open_loop = None
+    if runs is not None:
+        from simlab.calibration.openloop import refit
+
+        closed = fit
+        fit, report_ol = refit(fit, runs, args.max_num_seqs or int(max(r.c for r in rows)))
+        open_loop = (closed, report_ol)
     from simlab.calibration.report import write_gpu_report
 
     out = Path(args.out) if args.out else Path("results") / "calibrate-gpu" / tables[0].stem
@@ -81,7 +102,7 @@ def main(args) -> int:
     if profile_name:
         atomic_write_text(out / profile_name, profile_csv(fit))
     atomic_write_text(out / "step.toml", step_toml(fit, profile_name))
-    report = write_gpu_report(fit, out, "step.toml", profile_name, figures=not args.no_figures)
+    report = write_gpu_report(fit, out, "step.toml", profile_name, figures=not args.no_figures, open_loop=open_loop)
     print(f"{' + '.join(args.table)}: {len(fit.rows)} measurements")
     print(f"step = {fit.base_ms:.4g} ms + {fit.per_token_ms:.4g} ms x tokens + {fit.per_seq_ms:.4g} ms x sequences"
           + (f" + {fit.admit_ms:.4g} ms per admitted request" if fit.admit_ms else "")
@@ -90,6 +111,14 @@ def main(args) -> int:
           + ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items()))
     for n in fit.notes:
         print(f"note: {n}")
+    if open_loop is not None:
+        closed, ol = open_loop
+        print(f"load tests alone: step = {closed.base_ms:.4g} ms + {closed.per_seq_ms:.4g} ms x sequences + "
+              f"{closed.admit_ms:.4g} ms per admitted request; model at the open-loop runs' load: mean |error| "
+              f"{ol.mean_abs_error_before:.1%} -> {ol.mean_abs_error_after:.1%} refitted ({ol.requests} requests)")
+        for r in ol.runs:
+            print(f"  {r.name}: {r.requests} requests, {r.mean_sequences:.1f} sequences, median error "
+                  f"{r.before:+.1%} -> {r.after:+.1%}")
     if check_rows is not None:
         from simlab.calibration.gpu import held_out_check
         from simlab.calibration.report import write_gpu_check

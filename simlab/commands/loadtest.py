@@ -50,7 +50,9 @@ def register(sub) -> None:
     )
     p.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8011 (loopback only)")
     p.add_argument("--concurrency", default="1,2,4,8,12,16", help="sequences in flight (default 1,2,4,8,12,16)")
-    p.add_argument("--prompt-tokens", default="32,512", help="prompt lengths (default 32,512)")
+    p.add_argument("--prompt-tokens", default="32,512", help="prompt lengths (default 32,512); cover the lengths your "
+                   "traffic has: the fit draws a straight line in the prompt length, and a real engine's prefill "
+                   "cost need not be one (fit/report.md gives the cost of a joining request per length)")
     p.add_argument("--output-tokens", default="64", help="tokens per request, one or several (default 64; e.g. 16,64 "
                    "separates a request's own cost from a sequence's, which one length cannot)")
     p.add_argument("--requests", type=int, default=24, help="measured requests per level, at least C (default 24)")

@@ -64,8 +64,8 @@ def main(args) -> int:
     from simlab.runtime import compare as cmp
     from simlab.runtime.client import ServerError, loopback_url
     from simlab.runtime.hostcpu import CpuProbe, CpuUse
-    from simlab.runtime.validate import (RECORD_COLUMNS, decode_ms_per_token, drive, metrics, scenario_tasks,
-                                         simulate, step_at_measured_load, step_error_by_window)
+    from simlab.runtime.validate import (RECORD_COLUMNS, decode_ms_per_token, drive, metrics, read_records,
+                                         scenario_tasks, simulate, step_at_measured_load, step_error_by_window)
     from simlab.scenario import load_scenario
 
     loopback_url(args.url, "--url")
@@ -134,7 +134,7 @@ def main(args) -> int:
             meta = path.with_suffix(".json")
             saved = json.loads(meta.read_text()) if path.exists() and meta.exists() else {}
             if saved.get("identity") == identity:
-                recs = _read_records(path)
+                recs = read_records(path)
                 use = CpuUse.from_dict(saved["cpu"]) if saved.get("cpu") else None
                 print(f"  {label} run {k + 1}: kept from {path}")
             else:
@@ -287,7 +287,9 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
                           capture_output=True, text=True, timeout=max_seconds + 120)
     if done.returncode != 0:
         raise InputError(None, "--node-policies", f"the Node driver failed: {done.stderr.strip()[-500:]}")
-    return _read_records(out_path)
+    from simlab.runtime.validate import read_records
+
+    return read_records(out_path)
 
 
 def _step_text(backend) -> str:
@@ -297,17 +299,3 @@ def _step_text(backend) -> str:
             + (f" + {st.admit_ms:g} ms/admitted request" if st.admit_ms else "")
             + f", front end {st.request_ms:g} ms/request")
     return text + (f", decode step from profile {st.profile}" if st.profile else "")
-
-
-def _read_records(path) -> list[dict]:
-    import csv
-
-    out = []
-    with open(path, newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            for k in ("prompt_tokens", "output_tokens"):
-                r[k] = int(float(r[k]))
-            for k in ("arrival_ms", "start_ms", "ttft_ms", "end_ms"):
-                r[k] = float(r[k]) if r[k] != "" else None
-            out.append(r)
-    return out

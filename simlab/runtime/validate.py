@@ -26,6 +26,53 @@ METRIC_LABELS = {"p50_ms": "P50 (ms)", "p95_ms": "P95 (ms)", "p99_ms": "P99 (ms)
                  "throughput_tok_s": "batch throughput (tokens/s)", "completed": "completed"}
 
 
+def read_records(path) -> list[dict]:
+    """Request records (RECORD_COLUMNS, as validate-real writes them to measured/*.csv) from a CSV, checked:
+    a bad file, column or value is an InputError naming the file, the row's line and the field."""
+    import csv
+    import io
+    from pathlib import Path
+
+    from simlab.errors import InputError, read_text
+
+    path = Path(path)
+    text = read_text(path, "request records", "a CSV of request records (validate-real's measured/*.csv)")
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in RECORD_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(path, "header", f"missing column(s) {', '.join(missing)}; expected {', '.join(RECORD_COLUMNS)}")
+    out = []
+    for r in reader:
+        line = f"line {reader.line_num}"
+        if r["kind"] not in ("interactive", "batch"):
+            raise InputError(path, f"{line}, kind", f"expected interactive or batch, found {r['kind']!r}")
+        for k in ("prompt_tokens", "output_tokens"):
+            try:
+                r[k] = int(r[k])
+            except (TypeError, ValueError):
+                raise InputError(path, f"{line}, {k}", f"expected a whole number of tokens, found {r[k]!r}") from None
+            if r[k] < 0:
+                raise InputError(path, f"{line}, {k}", f"expected 0 or more, found {r[k]}")
+        for k in ("arrival_ms", "start_ms", "ttft_ms", "end_ms"):
+            v = r[k]
+            try:
+                r[k] = float(v) if v not in ("", None) else None
+            except ValueError:
+                raise InputError(path, f"{line}, {k}", f"expected a time in ms or nothing, found {v!r}") from None
+            if r[k] is not None and not math.isfinite(r[k]):
+                raise InputError(path, f"{line}, {k}", f"expected a finite time in ms, found {v!r}")
+        if r["outcome"] == "ok":
+            for k in ("arrival_ms", "start_ms", "ttft_ms", "end_ms"):
+                if r[k] is None:
+                    raise InputError(path, f"{line}, {k}", "a completed request (outcome ok) needs every time")
+            if not r["arrival_ms"] <= r["start_ms"] <= r["end_ms"] or r["arrival_ms"] + r["ttft_ms"] > r["end_ms"]:
+                raise InputError(path, line, "expected arrival <= start <= first token <= end, found arrival "
+                                 f"{r['arrival_ms']:g}, start {r['start_ms']:g}, first token "
+                                 f"{r['arrival_ms'] + r['ttft_ms']:g}, end {r['end_ms']:g}")
+        out.append(r)
+    return out
+
+
 def scenario_tasks(scenario, seed: int, time_scale: float = 1.0, until_ms: float | None = None) -> list[Task]:
     """The scenario's open-loop tasks, arrivals multiplied by `time_scale`, those arriving before `until_ms`
     (after scaling) kept. Needs token counts (prompt_tokens/output_tokens) on every workload."""
@@ -146,37 +193,50 @@ def decode_ms_per_token(records: list[dict], kind: str) -> float:
     return float(np.median(v)) if v else math.nan
 
 
-def step_per_request(records: list[dict], backend, kind: str) -> np.ndarray:
-    """The step model checked on its own, request by request: rows of (decode start ms, mean sequences in the
-    engine, measured decode step, model step) for the run's completed requests of `kind`. For each request the
-    model is evaluated at the sequences actually in flight during its decode phase (requests sent and not ended,
-    at most max_num_seqs) and the prefill tokens actually admitted meanwhile (prompts whose first token came
-    then), so scheduling differences between the simulation and the run drop out and only the step model is left."""
+def load_during_decode(records: list[dict], kind: str, max_num_seqs: int) -> np.ndarray:
+    """What each completed request of `kind` (more than 4 output tokens) saw during its decode phase (first
+    token to end): rows of (decode start ms, mean sequences in the engine, measured decode step ms, prompt tokens
+    that joined per step, requests that joined per step). Sequences in the engine: requests sent and not ended,
+    at most max_num_seqs; joined: requests whose first token came meanwhile (their prefill ran then)."""
     ok = [r for r in records if r["outcome"] == "ok" and r["ttft_ms"] is not None]
     mine = [r for r in ok if r["kind"] == kind and r["output_tokens"] > 4]
     if not mine:
-        return np.empty((0, 4))
-    st = backend.step
+        return np.empty((0, 5))
     starts = np.sort([r["start_ms"] for r in ok])
     ends = np.sort([r["end_ms"] for r in ok])
     first = np.array([r["arrival_ms"] + r["ttft_ms"] for r in ok])
     order = np.argsort(first)
     first = first[order]
     prefill = np.concatenate([[0.0], np.cumsum(np.array([r["prompt_tokens"] for r in ok], dtype=float)[order])])
-    joined = np.arange(len(first) + 1, dtype=float)
-    profile = _profile(st.profile) if st.profile else None
-    out = []
-    for r in mine:
+    out = np.empty((len(mine), 5))
+    for i, r in enumerate(mine):
         a, b = r["arrival_ms"] + r["ttft_ms"], r["end_ms"]
         grid = np.linspace(a, b, 64, endpoint=False)
-        n = np.minimum(backend.max_num_seqs,
-                       np.searchsorted(starts, grid, "right") - np.searchsorted(ends, grid, "right")).mean()
+        n = np.minimum(max_num_seqs, np.searchsorted(starts, grid, "right") - np.searchsorted(ends, grid, "right"))
         steps = r["output_tokens"] - 1
         lo, hi = np.searchsorted(first, a, "right"), np.searchsorted(first, b)
-        tokens, admitted = prefill[hi] - prefill[lo], joined[hi] - joined[lo]
-        decode = float(np.interp(n, *profile)) if profile else st.base_ms + st.per_seq_ms * n
-        out.append((a, n, (b - a) / steps, decode + (st.per_token_ms * tokens + st.admit_ms * admitted) / steps))
-    return np.array(out)
+        out[i] = (a, n.mean(), (b - a) / steps, (prefill[hi] - prefill[lo]) / steps, (hi - lo) / steps)
+    return out
+
+
+def model_step(step, n, tokens_per_step, joined_per_step, profile=None):
+    """The continuous-batching step model at that load: the decode step (each decoding sequence is one token,
+    priced per_token_ms like a prefill token, as the backend does), plus the joining requests' prefill tokens
+    and admission spread over the steps. `profile` (batch sizes, step ms) replaces the decode step, as
+    `step.profile` does in the backend."""
+    decode = np.interp(n, *profile) if profile else step.base_ms + (step.per_seq_ms + step.per_token_ms) * n
+    return decode + step.per_token_ms * tokens_per_step + step.admit_ms * joined_per_step
+
+
+def step_per_request(records: list[dict], backend, kind: str) -> np.ndarray:
+    """The step model checked on its own, request by request: rows of (decode start ms, mean sequences in the
+    engine, measured decode step, model step) for the run's completed requests of `kind`. For each request the
+    model is evaluated at the load it actually had during its decode (load_during_decode), so scheduling
+    differences between the simulation and the run drop out and only the step model is left."""
+    rows = load_during_decode(records, kind, backend.max_num_seqs)
+    profile = _profile(backend.step.profile) if backend.step.profile else None
+    model = model_step(backend.step, rows[:, 1], rows[:, 3], rows[:, 4], profile)
+    return np.column_stack([rows[:, :3], model])
 
 
 def step_at_measured_load(records: list[dict], backend, kind: str) -> tuple[float, float, float]:

@@ -1,0 +1,130 @@
+"""Refit the step-time model on open-loop traffic: each request's decode step at the load it actually had.
+
+A closed-loop load test (`simlab loadtest`) prices a prefill token and the server's front end from a few prompt
+lengths, and the model draws a straight line through them (admit_ms + per_token_ms x prompt). A real engine's
+cost of a request joining the batch need not be a line: on the engine of scripts/real-engine.sh it is about
+7 ms at 32 prompt tokens and 34-39 ms from 128 to 1024 (results/reference/real-engine/loadtest-prompts), so a
+line through 32 and 1024 under-prices the prompts between them, where a scenario's traffic may be. Refitting
+on the traffic itself puts the line where the scenario's prompts are: the decode step and the admission cost
+are refitted here on request records of open-loop runs (`simlab validate-real --seed S`: the scenario's
+workloads at a seed other than the validated one, so the validation stays held out).
+
+Per completed request (more than 4 output tokens), from `simlab.runtime.validate.load_during_decode`: its
+measured decode step (end - first token) / (output tokens - 1), the mean sequences n in the engine meanwhile,
+and the prompt tokens and requests that joined meanwhile, per step. The model is the backend's own:
+
+    step = base + (per_token + per_seq) * n + per_token * joined_tokens + admit * joined
+
+per_token_ms (prefill per token) and request_ms (the front end) are kept from the load-test fit, where two
+prompt lengths identify them; base_ms, per_seq_ms and admit_ms are fitted by least squares on relative errors
+with a soft-L1 loss (`scipy.optimize.least_squares`): a request slowed by other work on a shared machine should
+not pull the line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simlab.errors import InputError
+
+MIN_REQUESTS = 20
+UNSTREAMED = 0.05  # a decode step under this share of the run's median was not streamed
+
+
+@dataclass
+class RunError:
+    """The model at the measured load against one run: median over its requests of model / measured - 1."""
+    name: str
+    requests: int
+    mean_sequences: float
+    before: float  # with the load-test fit
+    after: float  # with the open-loop refit
+
+
+@dataclass
+class OpenLoopFit:
+    base_ms: float
+    per_seq_ms: float
+    admit_ms: float
+    per_token_ms: float  # kept from the load test
+    requests: int
+    unstreamed: int  # requests left out: their tokens came all at once
+    runs: list[RunError]
+    mean_abs_error_before: float  # over every request
+    mean_abs_error_after: float
+
+
+def load_rows(records: list[dict], max_num_seqs: int) -> tuple[np.ndarray, int]:
+    """Both classes' requests of one run: (rows of load_during_decode, how many were left out). Left out: a
+    request whose tokens came (nearly) all at once, a decode step under UNSTREAMED of the run's median. Its
+    decode was not observed (on the real engine, 2 requests of 1,541 in six runs: 45 and 106 tokens all within
+    0.2 ms), and as a relative error it would outweigh every other request."""
+    from simlab.runtime.validate import load_during_decode
+
+    rows = np.vstack([load_during_decode(records, k, max_num_seqs) for k in ("interactive", "batch")])
+    if not len(rows):
+        return rows, 0
+    keep = rows[:, 2] >= UNSTREAMED * np.median(rows[:, 2])
+    return rows[keep], int((~keep).sum())
+
+
+def refit(fit, runs: dict[str, list[dict]], max_num_seqs: int):
+    """(the load-test fit with base_ms, per_seq_ms and admit_ms refitted on the runs' requests, OpenLoopFit).
+    `fit` is calibration.gpu.GpuFit; `runs` maps a run's name to its request records."""
+    from scipy import optimize
+
+    from simlab.calibration.gpu import score
+    from simlab.runtime.validate import model_step
+
+    loaded = {name: load_rows(recs, max_num_seqs) for name, recs in runs.items()}
+    per_run = {name: r for name, (r, _) in loaded.items()}
+    unstreamed = sum(k for _, k in loaded.values())
+    rows = np.vstack(list(per_run.values())) if per_run else np.empty((0, 5))
+    if len(rows) < MIN_REQUESTS:
+        raise InputError(None, "--open-loop", f"the runs hold {len(rows)} completed requests with more than 4 "
+                         f"output tokens; the refit needs at least {MIN_REQUESTS}")
+    n, measured, tokens, joined = rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4]
+    pt = fit.per_token_ms
+    known = pt * (n + tokens)
+
+    def residuals(theta):
+        return (theta[0] + theta[1] * n + theta[2] * joined + known - measured) / measured
+
+    start = [fit.base_ms, fit.per_seq_ms, fit.admit_ms]
+    theta = optimize.least_squares(residuals, start, bounds=(0, np.inf), loss="soft_l1", f_scale=0.05).x
+    theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)
+    new = dataclasses.replace(fit, base_ms=float(theta[0]), per_seq_ms=float(theta[1]), admit_ms=float(theta[2]),
+                              profile=[], notes=fit.notes + [
+                                  f"base_ms, per_seq_ms and admit_ms refitted on {len(rows)} requests of open-loop "
+                                  "runs (see 'Refitted on open-loop traffic'; "
+                                  f"{unstreamed} request(s) whose tokens came all at once left out); the load-test "
+                                  "rows below are predicted with the refitted values"],
+                              label=fit.label + f" + {len(runs)} open-loop run(s)")
+    score(new)
+
+    def errors(step, r):  # a GpuFit carries the step model's four coefficients under the backend's names
+        return model_step(step, r[:, 1], r[:, 3], r[:, 4]) / r[:, 2] - 1
+
+    nan = float("nan")
+    run_errors = [RunError(name, len(r), float(r[:, 1].mean()) if len(r) else nan,
+                           float(np.median(errors(fit, r))) if len(r) else nan,
+                           float(np.median(errors(new, r))) if len(r) else nan)
+                  for name, r in per_run.items()]
+    report = OpenLoopFit(new.base_ms, new.per_seq_ms, new.admit_ms, pt, len(rows), unstreamed, run_errors,
+                         float(np.mean(np.abs(errors(fit, rows)))), float(np.mean(np.abs(errors(new, rows)))))
+    return new, report
+
+
+def read_runs(paths: list[str | Path]) -> dict[str, list[dict]]:
+    """Request records per run, named by file name (by its last three path parts when two names collide)."""
+    from simlab.runtime.validate import read_records
+
+    paths = [Path(p) for p in paths]
+    names = [p.name for p in paths]
+    if len(set(names)) < len(names):  # open-loop-a/measured/x.csv and open-loop-b/measured/x.csv
+        names = [str(Path(*p.parts[-3:])) for p in paths]
+    return {name: read_records(p) for name, p in zip(names, paths)}
