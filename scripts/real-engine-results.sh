@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates results/reference/real-engine/ (about 50 minutes plus the engine's setup). Measures first, fits after:
+# Regenerates results/reference/real-engine/ (about 45 minutes plus the engine's setup). Measures first, fits after:
 #   load test A; open-loop calibration traffic A (the scenario's workloads at another seed, one run per policy);
 #   the validation (the scenario's own seed, --repeats runs per policy, plus the article's Node scheduler);
 #   open-loop calibration traffic B (a third seed); load test B; a prompt-length sweep (what a request joining
@@ -37,10 +37,8 @@ if [ -z "${FITS_ONLY:-}" ]; then
   bash scripts/real-engine.sh stop
 fi
 # the open-loop calibration runs' reports, as measured (kept runs; simulated with load test A, as then)
-for ab in a b; do
-  "$SIMLAB" validate-real "${OL[@]}" --seed "$([ $ab = a ] && echo 1001 || echo 1002)" --out "$OUT/open-loop-$ab" \
-    --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
-done
+"$SIMLAB" validate-real "${OL[@]}" --seed 1001 --out "$OUT/open-loop-a" --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
+"$SIMLAB" validate-real "${OL[@]}" --seed 1002 --out "$OUT/open-loop-b" --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
 # the calibration: both load tests' tables, refitted on both open-loop calibrations' measured runs
 "$SIMLAB" calibrate-gpu "$OUT/loadtest-a/loadtest.csv" "$OUT/loadtest-b/loadtest.csv" \
   --open-loop "$OUT"/open-loop-a/measured/*-run1.csv "$OUT"/open-loop-b/measured/*-run1.csv --out "$OUT/calibration"
