@@ -17,13 +17,15 @@ cd "$(dirname "$0")/.."
 OUT="${1:-results/reference/real-engine}"
 SIMLAB="${SIMLAB:-.venv/bin/simlab}"
 lock() { if [ -n "${FLOCK:-}" ]; then flock "$FLOCK" "$@"; else "$@"; fi; }
-VR=(scenarios/real-engine.toml --url "${URL:-http://127.0.0.1:8011}" --repeats 4 --node-policies adaptive
-    --max-seconds 400 --out "$OUT/validate-real")
-OL=(scenarios/real-engine.toml --url "${URL:-http://127.0.0.1:8011}" --repeats 1 --max-seconds 400 --no-figures)
+URL=http://127.0.0.1:8011  # with FITS_ONLY the runs are kept and no request is sent
 if [ -z "${FITS_ONLY:-}" ]; then
   URL="$(bash scripts/real-engine.sh start | tail -1)"
-  VR[2]="$URL"; OL[2]="$URL"
   trap 'bash scripts/real-engine.sh stop >/dev/null 2>&1 || true' EXIT
+fi
+VR=(scenarios/real-engine.toml --url "$URL" --repeats 4 --node-policies adaptive --max-seconds 400
+    --out "$OUT/validate-real")
+OL=(scenarios/real-engine.toml --url "$URL" --repeats 1 --max-seconds 400 --no-figures)
+if [ -z "${FITS_ONLY:-}" ]; then
   rm -rf "$OUT/loadtest-a" "$OUT/loadtest-b" "$OUT/loadtest-prompts" "$OUT/open-loop-a" "$OUT/open-loop-b" \
     "$OUT/calibration" "$OUT/validate-real" "$OUT/step-time-check"
   LT=(--concurrency 1,2,4,8,12,16 --prompt-tokens 32,1024 --output-tokens 16,64 --requests 32 --max-seconds 8 --rounds 3)
