@@ -8,6 +8,31 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULT_REL = 1e-5  # results are written at 6 significant digits: one unit of the 6th, relative
+
+
+def assert_csv_close(fresh: Path, committed: Path, rel: float = RESULT_REL) -> None:
+    """Two CSV files hold the same table: the same header and text cells, numbers within `rel` (a fit, or a sum
+    whose last bits depend on the CPU)."""
+    import csv
+    import math
+
+    def rows(path):
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.reader(f))
+
+    a, b = rows(fresh), rows(committed)
+    assert len(a) == len(b), f"{fresh}: {len(a)} rows, {committed}: {len(b)}"
+    for line, (ra, rb) in enumerate(zip(a, b), start=1):
+        assert len(ra) == len(rb), f"line {line}: {ra} vs {rb}"
+        for x, y in zip(ra, rb):
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                assert x == y, f"{committed.name} line {line}: {x!r} vs {y!r}"
+                continue
+            assert math.isclose(fx, fy, rel_tol=rel, abs_tol=1e-12) or (math.isnan(fx) and math.isnan(fy)), \
+                f"{committed.name} line {line}: {x} vs {y}"
 
 
 def simlab(*args, cwd=None, check=True, timeout=600) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, simlab
+from helpers import RESULT_REL, ROOT, assert_csv_close, simlab
 
 REF = ROOT / "results" / "reference" / "real-engine"
 
@@ -21,7 +21,7 @@ def step(path: Path) -> dict:
 
 
 def test_the_scenario_carries_the_committed_calibration():
-    assert step(ROOT / "scenarios" / "real-engine.toml") == pytest.approx(step(REF / "calibration" / "step.toml"))
+    assert step(ROOT / "scenarios" / "real-engine.toml") == step(REF / "calibration" / "step.toml")
 
 
 def test_the_calibration_is_refitted_from_the_kept_measurements(tmp_path):
@@ -29,8 +29,11 @@ def test_the_calibration_is_refitted_from_the_kept_measurements(tmp_path):
     assert len(runs) == 6
     simlab("calibrate-gpu", REF / "loadtest-a" / "loadtest.csv", REF / "loadtest-b" / "loadtest.csv",
            "--open-loop", *runs, "--out", tmp_path / "cal", "--no-figures")
-    assert step(tmp_path / "cal" / "step.toml") == pytest.approx(step(REF / "calibration" / "step.toml"), rel=1e-6)
-    assert (tmp_path / "cal" / "open-loop.csv").read_text() == (REF / "calibration" / "open-loop.csv").read_text()
+    # a fit: committed at 6 significant digits, compared within one unit of the 6th (another CPU's BLAS may
+    # land a digit on the other side of a rounding boundary)
+    assert step(tmp_path / "cal" / "step.toml") == pytest.approx(step(REF / "calibration" / "step.toml"), rel=RESULT_REL)
+    for name in ("open-loop.csv", "fit.csv", "join-cost.csv"):
+        assert_csv_close(tmp_path / "cal" / name, REF / "calibration" / name)
 
 
 def test_the_validation_is_re_simulated_from_the_kept_runs(tmp_path):
@@ -41,4 +44,4 @@ def test_the_validation_is_re_simulated_from_the_kept_runs(tmp_path):
                   "--repeats", "4", "--node-policies", "adaptive", "--out", out, "--no-figures",
                   "--calibration", REF / "calibration" / "step.toml")
     assert "measuring" not in proc.stdout  # every run kept: nothing was sent to a server
-    assert (out / "summary.csv").read_text() == (REF / "validate-real" / "summary.csv").read_text()
+    assert_csv_close(out / "summary.csv", REF / "validate-real" / "summary.csv")

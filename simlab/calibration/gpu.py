@@ -28,7 +28,9 @@ lengths started together), TTFT includes every prompt's prefill and TPOT none: o
 decode-only steps.
 
 Every row is linear in (base_ms, per_token_ms, per_seq_ms, request_ms, admit_ms): the fit is a non-negative
-least-squares (`scipy.optimize.lsq_linear`) on relative errors, so rows of different sizes count alike.
+least-squares (`scipy.optimize.lsq_linear`, its exact active-set method: the solution does not depend on where an
+iterative solver stops, so another CPU gives the same digits) on relative errors, so rows of different sizes count
+alike.
 request_ms is fitted only from rows that see it (TTFT, latency, throughput with known lengths), else it is 0.
 admit_ms is fitted only when the table has at least two output lengths: with one, a request's own cost and
 a sequence's are nearly collinear (a sequence joins once every O iterations), so it is 0 and per_seq_ms
@@ -53,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from simlab.errors import InputError, read_text
+from simlab.experiments.tables import significant
 
 BATCH_NAMES = ("batch_size", "concurrency", "num_seqs", "max_concurrency", "batch")
 PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_len", "prompt_len")
@@ -250,7 +253,7 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
     identifiable = bool(sv[-1] > 1e-6 * sv[0]) and per_token_ms is None
     theta = np.zeros(5)
     if identifiable:
-        theta[free] = optimize.lsq_linear(W[:, free], np.ones(len(y)), bounds=(0, np.inf)).x
+        theta[free] = optimize.lsq_linear(W[:, free], np.ones(len(y)), bounds=(0, np.inf), method="bvls").x
     else:
         fixed = per_token_ms if per_token_ms is not None else 0.0
         if per_token_ms is None:
@@ -264,7 +267,7 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
         if np.any(y2 <= 0):
             raise InputError(path, None, f"--per-token-ms {fixed:g} alone exceeds some measurements")
         rest = [i for i in free if i != 1]
-        theta[rest] = optimize.lsq_linear(A[:, rest] / y[:, None], y2 / y, bounds=(0, np.inf)).x
+        theta[rest] = optimize.lsq_linear(A[:, rest] / y[:, None], y2 / y, bounds=(0, np.inf), method="bvls").x
         theta[1] = fixed
     theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)  # solver dust
     fit = GpuFit(Path(path), rows, *(float(v) for v in theta), identifiable, {}, 0.0, 0.0, [], notes,
@@ -336,6 +339,12 @@ def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:
     return [(c, float(np.mean(v))) for c, v in sorted(by_c.items())]
 
 
+def step_lines(fit: GpuFit) -> list[str]:
+    """The fitted [backend.step] keys, at the results' precision (another CPU's last bits change nothing)."""
+    keys = ["base_ms", "per_token_ms", "per_seq_ms", "request_ms"] + (["admit_ms"] if fit.admit_ms else [])
+    return [f"{k} = {significant(getattr(fit, k))!r}" for k in keys]
+
+
 def step_toml(fit: GpuFit, profile_name: str | None) -> str:
     r2 = ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items())
     lines = [
@@ -343,11 +352,7 @@ def step_toml(fit: GpuFit, profile_name: str | None) -> str:
         f"# Fit error: mean |relative error| {fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}; R^2: {r2 or 'n/a'}.",
         "# Paste under a continuous-batching [backend] (kind = \"continuous-batching\", max_num_seqs = ...).",
         "[backend.step]",
-        f"base_ms = {round(fit.base_ms, 6)!r}",
-        f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
-        f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
-        f"request_ms = {round(fit.request_ms, 6)!r}",
-    ] + ([f"admit_ms = {round(fit.admit_ms, 6)!r}"] if fit.admit_ms else [])
+    ] + step_lines(fit)
     if profile_name:
         lines.append(f"# profile = \"{profile_name}\"  # the measured decode step per batch size, interpolated "
                      "(per_token_ms still prices prefill)")
@@ -355,7 +360,7 @@ def step_toml(fit: GpuFit, profile_name: str | None) -> str:
 
 
 def profile_csv(fit: GpuFit) -> str:
-    return "batch_size,step_ms\n" + "".join(f"{c},{round(d, 6)!r}\n" for c, d in fit.profile)
+    return "batch_size,step_ms\n" + "".join(f"{c},{significant(d)!r}\n" for c, d in fit.profile)
 
 
 def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> str:
@@ -367,11 +372,7 @@ def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> st
         'kind = "continuous-batching"',
         f"max_num_seqs = {max_num_seqs}",
         "[backend.step]",
-        f"base_ms = {round(fit.base_ms, 6)!r}",
-        f"per_token_ms = {round(fit.per_token_ms, 8)!r}",
-        f"per_seq_ms = {round(fit.per_seq_ms, 8)!r}",
-        f"request_ms = {round(fit.request_ms, 6)!r}",
-    ] + ([f"admit_ms = {round(fit.admit_ms, 6)!r}"] if fit.admit_ms else [])
+    ] + step_lines(fit)
     if profile_path and fit.profile:
         lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
                      "interpolated, instead of base + per_seq (noisier on a busy machine)")

@@ -20,6 +20,7 @@ from scipy import stats
 
 from simlab import records
 from simlab.atomic import atomic_write_text
+from simlab.experiments.tables import csv_cell
 from simlab.calibration.fit import ALPHA, LogFit, fmt_p, format_duration, format_span, p_is
 from simlab.calibration.validate import Validation
 from simlab.plots import style
@@ -248,7 +249,8 @@ def rates_csv(fit: LogFit) -> str:
     lines = ["kind,start_s,end_s,count,rate_per_s,rate_ci_low,rate_ci_high"]
     for kind, a in fit.arrivals.items():
         for s, e, c, r, lo, hi in zip(a.edges[:-1], a.edges[1:], a.counts, a.rates_per_s, a.rate_lo, a.rate_hi):
-            lines.append(f"{kind},{float(s) / 1000!r},{float(e) / 1000!r},{int(c)},{float(r)!r},{float(lo)!r},{float(hi)!r}")
+            lines.append(",".join([kind] + [csv_cell(float(v)) for v in (s / 1000, e / 1000)] + [str(int(c))]
+                                  + [csv_cell(float(v)) for v in (r, lo, hi)]))
     return "\n".join(lines) + "\n"
 
 
@@ -263,7 +265,7 @@ def validation_csv(val: Validation) -> str:
             if isinstance(v, (bool, np.bool_)):
                 cells.append("true" if v else "false")
             elif isinstance(v, float):
-                cells.append("" if math.isnan(v) else repr(float(v)))
+                cells.append(csv_cell(float(v)))
             else:
                 cells.append('"' + str(v).replace('"', '""') + '"' if ("," in str(v) or '"' in str(v)) else str(v))
         lines.append(",".join(cells))
@@ -531,8 +533,8 @@ def knee_csv(cal) -> str:
     lines = [",".join(cols)]
     for p in cal.points:
         row = p.row()
-        lines.append(",".join("" if isinstance(row[c], float) and not math.isfinite(row[c]) else
-                              (repr(float(row[c])) if isinstance(row[c], float) else str(row[c])) for c in cols))
+        lines.append(",".join("" if isinstance(row[c], float) and not math.isfinite(row[c]) else csv_cell(row[c])
+                              for c in cols))
     return "\n".join(lines) + "\n"
 
 
@@ -716,7 +718,7 @@ def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, f
     atomic_write_text(path, "\n".join(md))
     lines = ["line,measure,batch_size,prompt_tokens,output_tokens,measured,fitted,relative_error"]
     for p in fit.predictions():
-        lines.append(",".join("" if v is None else (repr(float(v)) if isinstance(v, float) else str(v)) for v in p.values()))
+        lines.append(",".join(csv_cell(v) for v in p.values()))
     atomic_write_text(out / "fit.csv", "\n".join(lines) + "\n")
     return path
 
@@ -760,7 +762,8 @@ def _open_loop_section(closed, ol, fit) -> str:
 
 def _write_open_loop_csv(ol, path: Path) -> None:
     lines = ["run,requests,mean_sequences,error_load_test_fit,error_refitted"]
-    lines += [f"{r.name},{r.requests},{r.mean_sequences!r},{r.before!r},{r.after!r}" for r in ol.runs]
+    lines += [",".join([r.name, str(r.requests)] + [csv_cell(v) for v in (r.mean_sequences, r.before, r.after)])
+              for r in ol.runs]
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
@@ -804,7 +807,6 @@ def write_gpu_check(check: dict, fit_path, check_path, out: Path) -> Path:
     atomic_write_text(path, "\n".join(md))
     cols = ["measure", "batch_size", "prompt_tokens", "output_tokens", "measured", "fitted", "relative_error",
             "fitted_profile", "relative_error_profile", "retest", "retest_difference"]
-    lines = [",".join(cols)] + [",".join("" if r[c] is None else (repr(float(r[c])) if isinstance(r[c], float) else str(r[c]))
-                                          for c in cols) for r in check["rows"]]
+    lines = [",".join(cols)] + [",".join(csv_cell(r[c]) for c in cols) for r in check["rows"]]
     atomic_write_text(out / "check.csv", "\n".join(lines) + "\n")
     return path

@@ -93,7 +93,7 @@ def main(args) -> int:
     except (OSError, ServerError) as exc:
         raise InputError(None, args.url, f"the server failed: {exc}") from None
     atomic_write_text(out / "loadtest.csv", csv_text(rows, TABLE_COLUMNS))
-    atomic_write_text(out / "tokens.csv", csv_text(tokens, TOKEN_COLUMNS))
+    atomic_write_text(out / "tokens.csv", csv_text(tokens, TOKEN_COLUMNS, None))
     print(f"table: {out / 'loadtest.csv'}  tokens: {out / 'tokens.csv'}")
     snippet = fit_and_snippet(out, max(conc) if args.max_num_seqs is None else args.max_num_seqs)
     print("\n" + snippet)

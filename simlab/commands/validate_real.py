@@ -118,7 +118,7 @@ def main(args) -> int:
     probe = CpuProbe(loopback_url(args.url)[1])
     for p in policies:
         sim = simulate(scenario, options[p], tasks, seed)
-        atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sim, RECORD_COLUMNS))
+        atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sim, RECORD_COLUMNS, None))
         predicted[p] = metrics(sim)
         decode_sim[p] = {k: decode_ms_per_token(sim, k) for k in ("interactive", "batch")}
         atomic_write_text(out / "options" / f"{p}.json", json.dumps(options[p].to_json_dict(), indent=1) + "\n")
@@ -148,7 +148,7 @@ def main(args) -> int:
                                                  progress=lambda s: print(s, flush=True)))
                     except (OSError, ServerError) as exc:
                         raise InputError(None, args.url, f"the server failed: {exc}") from None
-                    atomic_write_text(path, csv_text(recs, RECORD_COLUMNS))
+                    atomic_write_text(path, csv_text(recs, RECORD_COLUMNS, None))
                 use = probe.stop()
                 atomic_write_text(meta, json.dumps({"identity": identity, "cpu": use.to_dict() if use else None},
                                                    indent=1))

@@ -77,7 +77,7 @@ def write_series(result: SimResult, path: Path) -> None:
     with atomic_open(path, "w", encoding="utf-8", newline="") as f:
         f.write(",".join(SERIES_COLUMNS) + "\n")
         for row in zip(*cols):
-            f.write(",".join(csv_cell(float(v)) for v in row) + "\n")
+            f.write(",".join(csv_cell(float(v), None) for v in row) + "\n")  # raw: exact
 
 
 def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:

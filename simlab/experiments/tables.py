@@ -38,17 +38,39 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def csv_cell(value) -> str:
-    """A CSV cell: full float precision (repr), empty for None or NaN (a time that never came)."""
+# Results (summaries, fits, comparisons) are written at this many significant digits: another CPU's last bits
+# (a BLAS kernel, a solver's stopping point) must not change a committed file. Raw records (per-task times,
+# time series, streamed tokens) are written exactly (`digits=None`).
+PRECISION = 6
+
+
+def significant(x: float, digits: int = PRECISION) -> float:
+    """`x` rounded to `digits` significant digits.
+
+    >>> significant(1234567.891), significant(0.000123456789), significant(-2.5)
+    (1234570.0, 0.000123457, -2.5)
+    """
+    return float(f"{x:.{digits}g}") if math.isfinite(x) else x
+
+
+def csv_cell(value, digits: int | None = PRECISION) -> str:
+    """A CSV cell: a float at `digits` significant digits (None: exactly, repr), empty for None or NaN (a time
+    that never came).
+
+    >>> csv_cell(2/3), csv_cell(2/3, None), csv_cell(float("nan")), csv_cell(7), csv_cell(None)
+    ('0.666667', '0.6666666666666666', '', '7', '')
+    """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return repr(significant(value, digits) if digits else float(value))
+    return str(value)
 
 
-def csv_text(rows: list[dict], columns) -> str:
+def csv_text(rows: list[dict], columns, digits: int | None = PRECISION) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for r in rows:
-        writer.writerow([csv_cell(r.get(c)) for c in columns])
+        writer.writerow([csv_cell(r.get(c), digits) for c in columns])
     return buf.getvalue()
