@@ -159,7 +159,7 @@ def test_record_round_trips_through_result_json(tmp_path):
 
 def test_capacity_verdict_reaches_every_table(tmp_path):
     from simlab.experiments.ab import write_outputs
-    from simlab.experiments.ab_report import terminal_table
+    from simlab.reporting.blocks.ab import terminal_table
 
     rec = synthetic_record(capacity=True)
     write_outputs(rec, tmp_path)
@@ -173,7 +173,7 @@ def test_an_internal_error_is_not_reported_as_bad_input(tmp_path, monkeypatch, c
     """A KeyError in the report's own code: traceback, 'internal error', exit 1 (not exit 2, not 'another version')."""
     from simlab import cli
     from simlab.experiments.ab import write_outputs
-    from simlab.reporting import content
+    from simlab.reporting import page as content
 
     write_outputs(synthetic_record(capacity=False), tmp_path / "ab")
 

@@ -10,7 +10,7 @@ import matplotlib.image as mpimg
 import pytest
 
 from simlab.experiments.ab import run_ab
-from simlab.plots.ab import FIGURES, ab_figures, rolling_p95
+from simlab.reporting.figures.ab import FIGURES, ab_figures, rolling_p95
 from simlab.scenario import scenario_from_dict
 
 POLICIES = ["unscheduled", "priority", "static", "adaptive"]

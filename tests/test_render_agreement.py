@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from simlab.experiments.ab_report import FAILURES, HEADLINE, terminal_table
+from simlab.reporting.blocks.ab import FAILURES, HEADLINE, terminal_table
 from simlab.records import save
 from simlab.reporting import build_report
 from tests.test_ab_judge import synthetic_record
@@ -190,7 +190,7 @@ def test_ab_frontier_verdict_agrees_everywhere(ab_renderings):
 
 @pytest.mark.parametrize("name", ["small-ab", "capacity"])
 def test_ab_comparisons_and_bounds_agree_everywhere(ab_renderings, name):
-    from simlab.experiments.ab_report import COMPARED
+    from simlab.reporting.blocks.ab import COMPARED
 
     rec, term, md, page_md, html = ab_renderings[name]
     pairs = list(dict.fromkeys(f"{c.candidate} vs {c.baseline}" for c in rec.comparisons))

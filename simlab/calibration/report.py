@@ -16,214 +16,16 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from simlab import records
 from simlab.atomic import atomic_write_text
 from simlab.experiments.tables import csv_cell
 from simlab.calibration.fit import ALPHA, LogFit, fmt_p, format_duration, format_span, p_is
 from simlab.calibration.validate import Validation
-from simlab.plots import style
-
-OBSERVED = "#222222"
-FITTED = "#0072B2"
-LOGNORMAL = "#D55E00"
-SIMULATED = "#009E73"
-LABELS = {"prompt_tokens": "prompt tokens", "output_tokens": "output tokens", "service_ms": "latency (ms)"}
-
-
-def _time_axis(span_ms: float) -> tuple[float, str]:
-    if span_ms >= 3 * 3_600_000:
-        return 3_600_000.0, "hours since the first request"
-    if span_ms >= 3 * 60_000:
-        return 60_000.0, "minutes since the first request"
-    return 1000.0, "seconds since the first request"
-
-
-def _steps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return edges, np.append(values, values[-1])
-
-
-# --- figures ------------------------------------------------------------------------------------------
-def arrivals_figure(fit: LogFit, kind: str, directory: Path) -> list[Path]:
-    a = fit.arrivals[kind]
-    unit, xlabel = _time_axis(a.span_ms)
-    with style.context():
-        fig = style.new_figure()
-        left, right = fig.subplots(1, 2, width_ratios=[1.7, 1])
-        x = a.edges / unit
-        left.fill_between(x, *[_steps(a.edges, v)[1] for v in (a.rate_lo, a.rate_hi)], step="post",
-                          color=style.tint(OBSERVED, 0.8), label="log: 95% interval")
-        left.step(x, _steps(a.edges, a.rates_per_s)[1], where="post", color=OBSERVED, lw=2.6, zorder=2,
-                  label=f"log: rate per {format_duration(a.bin_ms)}")
-        if a.process == "piecewise" and len(a.step_rates_per_s) > 1500:  # a solid smear: say it, do not draw it
-            left.plot([], [], color=FITTED, lw=1.0,
-                      label=f"scenario: rate per {format_duration(a.step_ms)} ({len(a.step_rates_per_s):,} steps, not drawn)")
-        elif a.process == "piecewise":
-            se = np.append(np.arange(len(a.step_rates_per_s)) * a.step_ms, a.span_ms)
-            se[-1] = max(se[-1], se[-2])
-            if a.step_ms < a.bin_ms:
-                left.step(se / unit, np.append(a.step_rates_per_s, a.step_rates_per_s[-1]), where="post", color=FITTED,
-                          lw=1.0, alpha=0.75, zorder=1, label=f"scenario: rate per {format_duration(a.step_ms)}")
-            else:
-                left.step(se / unit, np.append(a.step_rates_per_s, a.step_rates_per_s[-1]), where="post", color=FITTED,
-                          lw=2.0, ls="--", zorder=3, label="scenario: piecewise rate")
-        elif a.process == "poisson":
-            left.axhline(a.rate_per_s, color=FITTED, lw=2.6, ls="--", label=f"scenario: Poisson {a.rate_per_s:.3g}/s")
-        left.set_xlabel(xlabel)
-        left.set_ylabel("requests per second")
-        left.set_ylim(bottom=0)
-        left.set_xlim(0, a.span_ms / unit)
-        left.set_title("Arrival rate over time")
-        gaps = np.diff(np.sort(fit.log.of(kind)["arrival_ms"].to_numpy()))
-        if len(gaps) > 1 and gaps.mean() > 0:
-            g = np.sort(gaps / gaps.mean())
-            surv = 1 - (np.arange(1, len(g) + 1) - 0.5) / len(g)
-            keep = np.unique(np.linspace(0, len(g) - 1, min(len(g), 3000)).astype(int))
-            right.plot(g[keep], surv[keep], color=OBSERVED, lw=2.8, ls="-.", label=f"log: gaps (CV {a.cv:.2f})")
-            xs = np.linspace(0, max(g.max(), 1.0), 200)
-            right.plot(xs, np.exp(-xs), color=LOGNORMAL, lw=2.4, ls="--", label="Poisson: exponential gaps")
-            right.set_yscale("log")
-            right.set_ylim(max(0.5 / len(g), 1e-5), 1.05)
-            right.set_xlim(0, max(float(np.quantile(g, 0.9995)), 4.0))
-            right.set_xlabel("gap / mean gap")
-            right.set_ylabel("share of gaps longer")
-            right.set_title("Inter-arrival times")
-            verdict = "rejected" if a.poisson_constant.rejected else "not rejected"
-            right.text(0.03, 0.04, f"Poisson {verdict}\nKS {p_is(a.poisson_constant.p_value)}",
-                       transform=right.transAxes, fontsize=15, va="bottom")
-        else:
-            right.set_axis_off()
-        handles, labels = [], []
-        for ax in (left, right):
-            h, lab = ax.get_legend_handles_labels()
-            handles += h
-            labels += lab
-        fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=15)
-        style.title(fig, f"{kind} arrivals in {fit.log.path.name}: {a.rate_per_s:.3g} req/s, CV {a.cv:.2f}")
-        return style.save(fig, directory, f"arrivals-{kind}")
-
-
-def lengths_figure(fit: LogFit, kind: str, directory: Path) -> list[Path]:
-    fits = fit.lengths[kind]
-    with style.context():
-        fig = style.new_figure()
-        axes = np.atleast_1d(fig.subplots(1, len(fits)))
-        for ax, (col, lf) in zip(axes, fits.items()):
-            x = lf.values[lf.values > 0]
-            lo, hi = np.log10(x.min()), np.log10(x.max())
-            if hi - lo < 0.5:
-                lo, hi = lo - 0.25, hi + 0.25
-            edges = np.logspace(lo, hi, 50)
-            # density of log10(x): comparable with the lognormal's at every scale
-            counts, _ = np.histogram(x, edges)
-            widths = np.diff(np.log10(edges))
-            dens = counts / (len(lf.values) * widths)
-            ax.stairs(dens, edges, fill=True, color=style.tint(OBSERVED, 0.75), label="log")
-            ax.stairs(dens, edges, color=OBSERVED, lw=1.4)
-            grid = np.logspace(lo, hi, 300)
-            pdf = stats.lognorm.pdf(grid, lf.sigma, 0, lf.median) * grid * math.log(10)
-            ax.plot(grid, pdf, color=LOGNORMAL, lw=2.8, ls="--" if lf.choice == "empirical" else "-",
-                    label=f"lognormal (KS D {lf.ks.statistic:.2f})")
-            ax.axvline(lf.quantiles[0.5], color=FITTED, lw=2.0, ls=":", label=f"median {lf.quantiles[0.5]:,.0f}")
-            ax.set_xscale("log")
-            ax.set_xlim(edges[0], edges[-1])
-            log_ticks(ax.xaxis, edges[0], edges[-1], max_ticks={1: 9, 2: 7}.get(len(fits), 4))
-            ax.set_xlabel(LABELS.get(col, col) + ", log scale")
-            ax.set_ylabel("density per decade")
-            ax.set_title(f"{LABELS.get(col, col)}: {lf.choice} used")
-            ax.legend(loc="upper left", fontsize=14)
-            ax.set_ylim(0, max(dens.max(), pdf.max()) * 1.35)
-        style.title(fig, f"{kind} lengths in {fit.log.path.name} and the fitted lognormal")
-        return style.save(fig, directory, f"lengths-{kind}")
-
-
-def validation_rates_figure(fit: LogFit, val: Validation, directory: Path) -> list[Path]:
-    kinds = list(val.bins)
-    unit, xlabel = _time_axis(fit.log.span_ms)
-    with style.context():
-        fig = style.new_figure()
-        axes = np.atleast_1d(fig.subplots(len(kinds), 1, sharex=True, squeeze=False)[:, 0])
-        for ax, kind in zip(axes, kinds):
-            b = val.bins[kind]
-            edges = b["edges"]
-            widths = np.diff(edges) / 1000
-            mids = (edges[:-1] + edges[1:]) / 2 / unit
-            for i, sim in enumerate(b["simulated"]):
-                ax.step(edges / unit, np.append(sim / widths, sim[-1] / widths[-1]), where="post", color=SIMULATED,
-                        lw=1.2, alpha=0.45, label="simulated (one line per seed)" if i == 0 else None)
-            mean = b["simulated"].mean(axis=0) / widths
-            ax.step(edges / unit, np.append(mean, mean[-1]), where="post", color=SIMULATED, lw=3.0,
-                    label=f"simulated mean of {len(val.seeds)} seeds")
-            obs = b["observed"]
-            lo, hi = stats.poisson.interval(0.95, np.maximum(obs, 1e-9))
-            rate = obs / widths
-            bad = b["p"] < 0.05
-            ax.errorbar(mids[~bad], rate[~bad], yerr=[rate[~bad] - lo[~bad] / widths[~bad], hi[~bad] / widths[~bad] - rate[~bad]],
-                        fmt="o", color=OBSERVED, ms=7, lw=1.8, capsize=4, label="log, 95% interval")
-            if bad.any():
-                ax.errorbar(mids[bad], rate[bad], yerr=[rate[bad] - lo[bad] / widths[bad], hi[bad] / widths[bad] - rate[bad]],
-                            fmt="X", color=LOGNORMAL, ms=11, lw=1.8, capsize=4, label="log, outside sampling error")
-            ax.set_ylabel("req/s")
-            ax.set_ylim(bottom=0, top=max(float(rate.max()), float(mean.max()), float((hi / widths).max())) * 1.08)
-            cv = next((c for c in val.checks if c.kind == kind and c.quantity == "inter-arrival CV"), None)
-            head = f"{kind}"
-            if cv is not None:
-                head += (f": inter-arrival CV log {cv.observed:.3f}, simulated {cv.simulated:.3f} "
-                         f"(95% prediction interval {cv.simulated_lo:.3f} to {cv.simulated_hi:.3f})")
-            ax.set_title(head, fontsize=16, loc="left")
-        axes[-1].set_xlabel(xlabel)
-        axes[-1].set_xlim(0, fit.log.span_ms / unit)
-        seen = {}
-        for ax in axes:
-            for h, lab in zip(*ax.get_legend_handles_labels()):
-                seen.setdefault(lab, h)
-        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=4, fontsize=15)
-        style.title(fig, f"Arrival rate per {format_duration(fit.bin_ms)}: the log against its fitted scenario")
-        return style.save(fig, directory, "validation-rates")
-
-
-def validation_lengths_figure(val: Validation, directory: Path) -> list[Path] | None:
-    kinds = [k for k, cols in val.samples.items() if any(len(d["simulated"]) for d in cols.values())]
-    if not kinds:
-        return None
-    ncols = max(len(val.samples[k]) for k in kinds)
-    with style.context():
-        fig = style.new_figure(size=(13.0, 7.3 if len(kinds) == 1 else 11.0))
-        grid = fig.subplots(len(kinds), ncols, squeeze=False)
-        for r, kind in enumerate(kinds):
-            cols = list(val.samples[kind].items())
-            for c in range(ncols):
-                ax = grid[r, c]
-                if c >= len(cols) or not len(cols[c][1]["simulated"]):
-                    ax.set_axis_off()
-                    continue
-                col, d = cols[c]
-                for data, color, lw, label in ((d["observed"], OBSERVED, 3.2, "log"),
-                                               (d["simulated"], SIMULATED, 2.2, "simulated")):
-                    x = data[data > 0]
-                    keep = np.unique(np.linspace(0, len(x) - 1, min(len(x), 4000)).astype(int))
-                    ax.step(x[keep], (keep + 1) / len(x), where="post", color=color, lw=lw, label=label,
-                            ls="-" if label == "log" else "--")
-                name = LABELS.get(col, col)
-                for check in val.checks:
-                    if check.kind == kind and check.quantity.startswith(name + " p"):
-                        q = float(check.quantity.rsplit("p", 1)[1]) / 100
-                        ax.plot([check.observed], [q], "o" if check.ok else "X", color=OBSERVED if check.ok else LOGNORMAL,
-                                ms=9 if check.ok else 13, zorder=5)
-                ax.set_xscale("log")
-                positive = np.concatenate([d["observed"][d["observed"] > 0], d["simulated"][d["simulated"] > 0]])
-                ax.set_xlim(positive.min() / 1.2, positive.max() * 1.2)
-                log_ticks(ax.xaxis, positive.min() / 1.2, positive.max() * 1.2, max_ticks={1: 9, 2: 7}.get(ncols, 4))
-                ax.set_ylim(0, 1.02)
-                ax.set_xlabel(name + ", log scale")
-                ax.set_title(f"{kind}: {name}", fontsize=17)
-                ax.legend(loc="upper left", fontsize=14)
-                if c == 0:
-                    ax.set_ylabel("share at or below")
-        style.title(fig, "Lengths: the log against its fitted scenario (dots: the quantiles compared)")
-        return style.save(fig, directory, "validation-lengths")
-
+from simlab.reporting.figures.fit import (LABELS, arrivals_figure, lengths_figure, validation_lengths_figure,
+                                        validation_rates_figure)
+from simlab.reporting.figures.gpu import gpu_figure
+from simlab.reporting.figures.knee import knee_figure
 
 # --- tables and text ------------------------------------------------------------------------------------
 def _f(v, digits: int = 4) -> str:
@@ -450,83 +252,6 @@ def _jsonable(obj):
     return obj
 
 
-# --- `simlab calibrate`: the knee ------------------------------------------------------------------------
-KNEE_COLORS = {"alone": "#0072B2", "batch": "#D55E00", "adaptive": "#009E73"}
-KNEE_MARKERS = {"alone": "o", "batch": "s", "adaptive": "D"}
-
-
-def knee_figure(cal, directory: Path) -> list[Path]:
-    from simlab.calibration.knee import CURVE_LABELS
-
-    with style.context():
-        fig = style.new_figure()
-        ax = fig.subplots()
-        finite = [v for p in cal.points for v in (p.mean, p.hi) if math.isfinite(v) and v > 0]
-        top = max(finite + [cal.slo_ms]) * 1.6
-        bottom = min(finite + [cal.slo_ms]) / 1.6
-        for curve in ("alone", "batch", "adaptive"):
-            pts = cal.curve(curve)
-            if not pts:
-                continue
-            x = np.array([p.rps for p in pts])
-            m = np.array([p.mean if math.isfinite(p.mean) else top for p in pts])
-            lo = np.array([p.lo if math.isfinite(p.lo) else v for p, v in zip(pts, m)])
-            hi = np.array([p.hi if math.isfinite(p.hi) else v for p, v in zip(pts, m)])
-            color = KNEE_COLORS[curve]
-            ax.fill_between(x, np.maximum(lo, bottom), np.minimum(hi, top), color=style.tint(color, 0.7), alpha=0.6, lw=0)
-            ax.plot(x, m, marker=KNEE_MARKERS[curve], color=color, lw=2.8, ms=9, label=CURVE_LABELS[curve],
-                    zorder={"alone": 4, "batch": 3, "adaptive": 2}[curve])
-            knee = cal.knees.get(curve)
-            if knee is not None and knee.status == "found":
-                ax.axvline(knee.rps, color=color, lw=1.8, ls=":")
-                if math.isfinite(knee.lo) and math.isfinite(knee.hi):  # the knee's CI, on the SLO line
-                    from matplotlib.transforms import offset_copy
-
-                    shift = offset_copy(ax.transData, fig=fig, y=6 * (1 - ("alone", "batch", "adaptive").index(curve)),
-                                        units="points")  # a few points apart, all on the SLO line
-                    ax.errorbar([knee.rps], [cal.slo_ms], xerr=[[knee.rps - knee.lo], [knee.hi - knee.rps]], fmt="|",
-                                color=color, ms=18, mew=3, lw=3, capsize=7, capthick=3, zorder=6, transform=shift)
-                ax.text(knee.rps, 0.97 - 0.07 * ("alone", "batch", "adaptive").index(curve), f" knee {knee.rps:.3g}/s",
-                        transform=ax.get_xaxis_transform(), color=color, fontsize=15, fontweight="bold", va="top",
-                        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
-        ax.axhline(cal.slo_ms, color=style.INK, lw=2.2, ls="--")
-        ax.text(0.005, cal.slo_ms, f" SLO {cal.slo_ms:,.0f} ms", transform=ax.get_yaxis_transform(), va="bottom",
-                fontsize=15, color=style.INK)
-        thr = cal.recommended.get("interactiveRpsThreshold")
-        if thr:
-            ax.axvline(thr, color=style.INK, lw=2.6)
-            ax.text(thr, 0.02, f" recommended\n interactiveRpsThreshold = {thr:g}", transform=ax.get_xaxis_transform(),
-                    fontsize=14, va="bottom", ha="left", color=style.INK)
-        ax.set_yscale("log")
-        ax.set_ylim(bottom, top)
-        log_ticks(ax.yaxis, bottom, top)
-        ax.set_xlim(left=0)
-        ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.8))
-        ax.set_xlabel("offered interactive rate (requests per second)")
-        ax.set_ylabel("interactive P95 latency (ms, log scale)")
-        style.title(fig, f"{cal.scenario.name}: interactive P95 against rate ({len(cal.seeds)} seeds, 95% CI)")
-        return style.save(fig, directory, "knee")
-
-
-def log_ticks(axis, lo: float, hi: float, max_ticks: int = 9) -> None:
-    """Plain-number ticks on a log axis inside [lo, hi]: the densest of 1-1.5-2-3-...-8, 1-2-5, 1-3, 1 x 10^k,
-    then every other power of ten, with at most `max_ticks` (at least 3 when there is room)."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
-
-    def grid(mantissas, every=1):
-        return [m * 10**k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
-                if k % every == 0 for m in mantissas if lo <= m * 10**k <= hi]
-
-    options = [grid((1, 1.5, 2, 3, 4, 5, 6, 7, 8)), grid((1, 2, 5)), grid((1, 3)), grid((1,)), grid((1,), 2)]
-    ticks = next((t for t in options if len(t) <= max_ticks and len(t) >= 3), None)
-    if ticks is None:
-        ticks = next((t for t in options if len(t) <= max_ticks), options[-1])
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-    axis.set_minor_locator(NullLocator())
-    axis.set_minor_formatter(NullFormatter())
-
-
 def knee_csv(cal) -> str:
     cols = ["curve", "factor", "offered_rps", "p95_mean_ms", "p95_ci_low_ms", "p95_ci_high_ms", "replications",
             "batch_throughput_per_min"]
@@ -615,55 +340,13 @@ def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
 def _scenario_words(path: Path) -> str:
     """The fitted scenario in words, as the A/B report describes scenarios ("" when it does not load)."""
     from simlab.errors import InputError
-    from simlab.experiments.ab_report import describe
+    from simlab.reporting.blocks.ab import describe
     from simlab.scenario import load_scenario
 
     try:
         return describe(load_scenario(path))
     except InputError:
         return ""
-
-
-# --- `simlab calibrate-gpu`: the step-time fit ----------------------------------------------------------
-def gpu_figure(fit, directory: Path) -> list[Path]:
-    from simlab.calibration.gpu import MEASURE_LABELS
-
-    preds = fit.predictions()
-    kinds = [k for k in MEASURE_LABELS if any(p["measure"] == k for p in preds)]
-    ncols = 2 if len(kinds) > 1 else 1
-    nrows = math.ceil(len(kinds) / ncols)
-    prompts = sorted({p["prompt_tokens"] for p in preds if p["prompt_tokens"] is not None})
-    colors = {pt: style.PALETTE[i % len(style.PALETTE)] for i, pt in enumerate(prompts)}
-    with style.context():
-        fig = style.new_figure(size=(13.0, 7.3 if nrows == 1 else 10.5))
-        axes = np.atleast_2d(fig.subplots(nrows, ncols, squeeze=False))
-        for ax in axes.flat[len(kinds):]:
-            ax.set_axis_off()
-        for ax, kind in zip(axes.flat, kinds):
-            sel = [p for p in preds if p["measure"] == kind]
-            groups = sorted({p["prompt_tokens"] for p in sel}, key=lambda v: -1 if v is None else v)
-            for g in groups:
-                pts = sorted((p for p in sel if p["prompt_tokens"] == g), key=lambda p: p["batch_size"])
-                x = [p["batch_size"] for p in pts]
-                color = colors.get(g, style.PALETTE[0])
-                label = f"prompt {g:,.0f}" if g is not None else "measured"
-                ax.plot(x, [p["measured"] for p in pts], "o", color=color, ms=10, label=f"{label}: measured")
-                ax.plot(x, [p["fitted"] for p in pts], "-", color=color, lw=2.4, label=f"{label}: fitted")
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(__import__("matplotlib.ticker", fromlist=["FuncFormatter"]).FuncFormatter(
-                lambda v, _: f"{v:g}"))
-            ax.set_xlabel("concurrency (sequences in the batch)")
-            ax.set_title(MEASURE_LABELS[kind], fontsize=17)
-            ax.set_ylim(bottom=0)
-            if kind in fit.r2:
-                ax.text(0.98, 0.04, f"R\u00b2 = {fit.r2[kind]:.4f}", transform=ax.transAxes, ha="right", fontsize=15)
-        axes.flat[0].legend(loc="upper left", fontsize=13)
-        style.title(fig, f"Step-time fit: base {fit.base_ms:.3g} ms + {fit.per_token_ms:.3g} ms/token + "
-                         f"{fit.per_seq_ms:.3g} ms/sequence"
-                         + (f" + {fit.admit_ms:.3g} ms/admission" if fit.admit_ms else "")
-                         + f", front end {fit.request_ms:.3g} ms "
-                         f"(mean error {fit.mean_rel_error:.1%})")
-        return style.save(fig, directory, "gpu-fit")
 
 
 def write_gpu_report(fit, out: Path, toml_name: str, profile_name: str | None, figures: bool = True,

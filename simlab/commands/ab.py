@@ -28,7 +28,7 @@ def main(args) -> int:
     capacity_check(scenario)
 
     from simlab.experiments.ab import finish, run_ab
-    from simlab.experiments.ab_report import terminal_table
+    from simlab.reporting.blocks.ab import terminal_table
     from simlab.policies import POLICY_NAMES
 
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)

@@ -129,7 +129,7 @@ def main(args) -> int:
     figs = []
     try:
         from simlab.experiments.runner import Job, run_jobs
-        from simlab.plots.decision import burst_arms, decision_figures
+        from simlab.reporting.figures.decision import burst_arms, decision_figures
 
         # the burst figure needs the time series of two runs (the sweep keeps only summaries): run them again,
         # the first held-out condition and seed, with their series kept

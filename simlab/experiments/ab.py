@@ -73,7 +73,7 @@ def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: 
 def finish(record: AbRecord, out: Path, figures: bool = False) -> None:
     """The figures (from the record) when `figures`, then result.json, the CSV tables and report.md."""
     if figures:
-        from simlab.plots.ab import ab_figures
+        from simlab.reporting.figures.ab import ab_figures
 
         record.figures = ab_figures(out, record)
     write_outputs(record, out)
@@ -89,7 +89,7 @@ def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
 
 def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds, rows, bound_rows,
                  baseline="unscheduled") -> AbRecord:
-    from simlab.experiments.ab_report import describe
+    from simlab.reporting.blocks.ab import describe
 
     policies = list(policies)
     aggregates = aggregate_rows(rows, policies)
@@ -180,7 +180,7 @@ def judge(criteria, max_concurrency, rows, policies, bound_rows=()) -> list[Verd
 # --- files -------------------------------------------------------------------------------------------
 def write_outputs(record: AbRecord, out: Path) -> None:
     """result.json (the record) and the tables users read, all from the record; then report.md."""
-    from simlab.experiments.ab_report import write_report
+    from simlab.reporting.blocks.ab import write_report
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ def build_report(dirs: list[str], out: str | None = None, title: str | None = No
     from simlab.atomic import atomic_write_text
     from simlab.errors import InputError
     from simlab.reporting.collect import collect
-    from simlab.reporting.content import build_document
+    from simlab.reporting.page import build_document
     from simlab.reporting.html import render_html
     from simlab.reporting.markdown import render_markdown
 

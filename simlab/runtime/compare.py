@@ -187,7 +187,7 @@ def _pct(x, sign=False) -> str:
 
 def figure(rows: list[dict], out_dir, name: str = "validate-real"):
     """Predicted vs measured for the watched metrics and TTFT P95: bars with run-to-run ranges."""
-    from simlab.plots import style
+    from simlab.reporting.figures import style
 
     panels = [("interactive", "p95_ms"), ("interactive", "ttft_p95_ms"), ("batch", "throughput_tok_s")]
     policies = list(dict.fromkeys(r["policy"] for r in rows))

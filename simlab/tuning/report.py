@@ -85,7 +85,7 @@ def figures(ctx: TuneContext, study, out: Path) -> list[str]:
     matplotlib.use("Agg", force=False)
     import optuna.visualization.matplotlib as ovm
 
-    from simlab.plots import style
+    from simlab.reporting.figures import style
 
     target = out / "figures"
     made = []
@@ -167,7 +167,7 @@ def compact_log_ticks(axis) -> None:
 
 
 def tradeoff_figure(ctx: TuneContext, study, done):
-    from simlab.plots import style
+    from simlab.reporting.figures import style
 
     fig = style.new_figure()
     ax = fig.add_subplot()
@@ -265,7 +265,7 @@ def holdout_heading(r: TuneRecord) -> str:
 
 
 def validation_table(r: TuneRecord):
-    from simlab.experiments.ab_report import ci_cell
+    from simlab.reporting.blocks.ab import ci_cell
     from simlab.records import Interval
     from simlab.reporting.document import FAIL, PASS, Cell, Table
 
@@ -311,7 +311,7 @@ def tune_blocks(r: TuneRecord, level: int = 2) -> list:
 
 
 def write_markdown(r: TuneRecord, out: Path, elapsed_s: float | None = None) -> None:
-    from simlab.reporting.content import caption
+    from simlab.reporting.figures import caption
     from simlab.reporting.document import Document, Figure, Heading, Paragraph
     from simlab.reporting.markdown import render_markdown
 

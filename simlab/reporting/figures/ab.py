@@ -25,11 +25,22 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import Bbox, blended_transform_factory
 
-from simlab.plots import style
+from simlab.reporting.figures import style
 
 log = logging.getLogger(__name__)
 
 FIGURES = ("latency_cdf", "rolling_p95", "batch_cap_inflight", "queues", "tradeoff")
+CAPTIONS = {
+    "latency_cdf": "Interactive end-to-end latency, cumulative distribution per policy (first seed). Where a curve "
+                   "crosses 0.95 is that policy's P95; the SLO is marked.",
+    "rolling_p95": "Interactive P95 over the scheduler's sliding window as the run goes on, per policy, against the "
+                   "SLO: the time spent above it is what success criterion 1 judges.",
+    "batch_cap_inflight": "Per policy: batch tasks in flight (light), interactive tasks in flight (dark, on top), the "
+                          "batch cap in force (solid line) and maxConcurrency (dashed).",
+    "queues": "Per policy: tasks waiting at the scheduler, per class, and in the backend's own queue.",
+    "tradeoff": "Batch throughput against interactive P95, means over all seeds with 95% CIs: up and to the left is "
+                "better. Dotted lines: the bounds (P95 with batch absent, throughput of batch alone).",
+}
 MAX_POINTS = 4000  # per line; more is invisible at 150 dpi and only slows rendering
 
 

@@ -116,7 +116,7 @@ def load_figure(spread: list[dict], arms: list[str], path: Path, title: str) -> 
                      if mult(r["condition"]) is not None and r["bound_p95"] is not None})
     if bounds:
         axes[0].plot([b[0] for b in bounds], [b[1] for b in bounds], "k--", label="batch-absent bound")
-    from simlab.plots import style
+    from simlab.reporting.figures import style
 
     p95s = [r["p95_mean"] for r in spread if r["arm"] in arms and mult(r["condition"]) is not None and r["p95_mean"] > 0]
     if p95s and max(p95s) > 10 * min(p95s):  # an overloaded level would flatten the others

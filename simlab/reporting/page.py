@@ -11,36 +11,11 @@ from pathlib import Path
 
 from simlab.experiments.tables import fmt_num
 from simlab.reporting.collect import Source
+from simlab.reporting.figures import caption
 from simlab.reporting.document import (FAIL, PASS, Badges, Bullets, Cell, Code, Contents, Document, Figure, Heading,
                                        Paragraph, Table)
 
 KIND_TITLES = {"ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit"}
-
-CAPTIONS = {
-    "latency_cdf": "Interactive end-to-end latency, cumulative distribution per policy (first seed). Where a curve "
-                   "crosses 0.95 is that policy's P95; the SLO is marked.",
-    "rolling_p95": "Interactive P95 over the scheduler's sliding window as the run goes on, per policy, against the "
-                   "SLO: the time spent above it is what success criterion 1 judges.",
-    "batch_cap_inflight": "Per policy: batch tasks in flight (light), interactive tasks in flight (dark, on top), the "
-                          "batch cap in force (solid line) and maxConcurrency (dashed).",
-    "queues": "Per policy: tasks waiting at the scheduler, per class, and in the backend's own queue.",
-    "tradeoff": "Batch throughput against interactive P95, means over all seeds with 95% CIs: up and to the left is "
-                "better. Dotted lines: the bounds (P95 with batch absent, throughput of batch alone).",
-    "optimization_history": "The objective of each feasible trial, in trial order, and the best so far.",
-    "param_importances": "Which options matter for the objective: Optuna's importance estimate over the completed trials.",
-    "slices": "The objective against each option, one panel per option; each dot is a trial.",
-    "pareto_front": "Every trial: interactive latency against batch throughput, the required throughput (dashed), "
-                    "the production defaults and the chosen options.",
-    "knee": "Interactive P95 against the offered interactive rate, with 95% CIs over seeds: batch absent, batch "
-            "present at its full cap, and adaptive with the recommended options. Each knee is where a curve crosses "
-            "the SLO; the recommended interactiveRpsThreshold is marked.",
-    "arrivals": "{kind} arrivals in the log: the rate per bin with its 95% interval, the rate the fitted scenario "
-                "uses, and the inter-arrival times against the exponential gaps of a Poisson process.",
-    "lengths": "{kind} lengths in the log against the fitted lognormal, per quantity.",
-    "validation-rates": "Validation: the log's arrival rate per bin against the fitted scenario's, simulated over seeds.",
-    "validation-lengths": "Validation: the log's length distributions against the fitted scenario's; dots mark the "
-                          "quantiles compared.",
-}
 
 VALIDATION_LABELS = {"rates": "arrival rates", "cv": "inter-arrival CV", "quantiles": "quantiles",
                      "latency": "latency"}
@@ -99,7 +74,7 @@ def _question(doc: Document, sources: list[Source]) -> None:
 # --- A/B ------------------------------------------------------------------------------------------------------
 
 def _ab(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.experiments.ab_report import ab_blocks, verdict_blocks
+    from simlab.reporting.blocks.ab import ab_blocks, verdict_blocks
 
     doc.add(Heading(2, f"A/B: {s.name}" + (f" (`{s.label}`)" if many else "")), *verdict_blocks(s.record, 3),
             *ab_blocks(s.record, 3))
@@ -268,17 +243,6 @@ def _figures(doc: Document, sources: list[Source], placed: set[Path]) -> None:
         doc.add(Heading(3, f"{KIND_TITLES[s.kind]}: {s.name if s.kind != 'fit' else _log_name(s)}"))
         for f in figs:
             doc.add(Figure(f, caption(f), source=s.label))
-
-
-def caption(f: Path) -> str:
-    stem = f.stem
-    if stem in CAPTIONS:
-        return CAPTIONS[stem]
-    for key in ("arrivals", "lengths"):
-        if stem.startswith(key + "-"):
-            kind = stem[len(key) + 1:]
-            return CAPTIONS[key].format(kind=kind[:1].upper() + kind[1:])
-    return stem.replace("_", " ").replace("-", " ")
 
 
 # --- small formatting -----------------------------------------------------------------------------------------

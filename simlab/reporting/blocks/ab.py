@@ -191,7 +191,7 @@ def terminal_table(r: AbRecord) -> str:
 
 
 def write_report(r: AbRecord, out: Path) -> None:
-    from simlab.reporting.content import caption
+    from simlab.reporting.figures import caption
     from simlab.reporting.markdown import render_markdown
 
     out = Path(out)

@@ -8,6 +8,7 @@ with the SVG backend directly, so no display is needed, and the caller's backend
 from __future__ import annotations
 
 import contextlib
+import math
 import io
 from pathlib import Path
 
@@ -152,3 +153,22 @@ def save(fig: Figure, directory: Path, name: str) -> list[Path]:
         atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
     return paths
+
+
+def log_ticks(axis, lo: float, hi: float, max_ticks: int = 9) -> None:
+    """Plain-number ticks on a log axis inside [lo, hi]: the densest of 1-1.5-2-3-...-8, 1-2-5, 1-3, 1 x 10^k,
+    then every other power of ten, with at most `max_ticks` (at least 3 when there is room)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    def grid(mantissas, every=1):
+        return [m * 10**k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                if k % every == 0 for m in mantissas if lo <= m * 10**k <= hi]
+
+    options = [grid((1, 1.5, 2, 3, 4, 5, 6, 7, 8)), grid((1, 2, 5)), grid((1, 3)), grid((1,)), grid((1,), 2)]
+    ticks = next((t for t in options if len(t) <= max_ticks and len(t) >= 3), None)
+    if ticks is None:
+        ticks = next((t for t in options if len(t) <= max_ticks), options[-1])
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
