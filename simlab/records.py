@@ -35,16 +35,32 @@ def columns(cls) -> list[str]:
 # --- the generic part -------------------------------------------------------------------------------------------
 
 def to_json(record) -> str:
-    payload = {"simlab_result": record.KIND, "schema_version": record.VERSION, "record": asdict(record)}
+    """The record as result.json: its kind, schema version and fields, floats at the results' precision (6
+    significant digits: another CPU's last bits change nothing)."""
+    payload = {"simlab_result": record.KIND, "schema_version": record.VERSION, "record": _rounded(asdict(record))}
     return json.dumps(payload, indent=1, default=_json_default) + "\n"
 
 
-def save(record, folder: Path, name: str = RESULT_FILE) -> Path:
+def save(record, folder: Path, name: str = RESULT_FILE):
+    """Write `record` to folder/name; returns the record as stored (rounded), which is what renderers read, so
+    what a command prints and what `simlab report` renders later from the file cannot differ."""
     from simlab.atomic import atomic_write_text
 
-    path = Path(folder) / name
-    atomic_write_text(path, to_json(record))
-    return path
+    text = to_json(record)
+    atomic_write_text(Path(folder) / name, text)
+    return _validate(type(record), json.loads(text)["record"], Path(folder) / name)
+
+
+def _rounded(value):
+    from simlab.experiments.tables import significant
+
+    if isinstance(value, float):
+        return significant(value)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def load(path: Path, kind: str | None = None):
@@ -173,7 +189,6 @@ class Comparison:
     cis_overlap: bool
 
 
-P95_VERDICTS = ("pass", "fail", "capacity")
 CAPACITY_TEXT = "capacity: no scheduler can meet this SLO on this traffic"
 
 
@@ -466,8 +481,8 @@ class AnswerRecord:
     reason: str = ""
     sentence: str = ""
 
-    def save(self, path: Path) -> None:
-        save(self, Path(path).parent, Path(path).name)
+    def save(self, path: Path) -> "AnswerRecord":
+        return save(self, Path(path).parent, Path(path).name)
 
     @classmethod
     def load(cls, path: Path) -> "AnswerRecord":

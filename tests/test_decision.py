@@ -90,8 +90,9 @@ def test_slo_rule_maximises_throughput_among_arms_meeting_the_slo():
 def test_answer_record_round_trips(tmp_path):
     s = arm("static-4", 100.0, 600.0)
     ans, _ = answer("x", [s], Decision(), s, DEFAULTS, [95.0] * 12, 500)
-    ans.save(tmp_path / "a.json")
-    assert AnswerRecord.load(tmp_path / "a.json") == ans
+    stored = ans.save(tmp_path / "a.json")  # at 6 significant digits
+    assert AnswerRecord.load(tmp_path / "a.json") == stored
+    assert stored.p95 == pytest.approx(ans.p95, rel=1e-5) and stored.chosen == ans.chosen
     assert "static cap of 4" in ans.sentence
 
 

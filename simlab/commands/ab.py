@@ -51,7 +51,7 @@ def main(args) -> int:
         if decision is not None:
             result.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
                               f"1..{options.max_concurrency - 1} swept).")
-    finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
+    result = finish(result, out, figures=not args.no_figures)  # the record complete: written once; shown as stored
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")

@@ -17,7 +17,6 @@ from simlab.records import (VERDICT_COLUMNS, AbRecord, Comparison, Criteria, Int
                             Verdict, columns, save)
 from simlab.scenario import Scenario
 
-DEFAULT_POLICIES = ("unscheduled", "priority", "static", "adaptive")
 # Metrics compared between policies, and which direction is better.
 COMPARED = {
     "interactive_p50_ms": "lower",
@@ -30,10 +29,6 @@ COMPARED = {
 }
 AGGREGATED = [c for c in SUMMARY_COLUMNS if c not in ("policy", "seed")]
 NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
-
-# kept for callers of the old name: the A/B result is the AbRecord
-AbResult = AbRecord
-
 
 def seeds_for(seed: int, replications: int) -> list[int]:
     return list(range(seed, seed + replications))
@@ -66,17 +61,18 @@ def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: 
     bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
     record = build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)
     if out is not None and write:
-        finish(record, out, figures)
+        return finish(record, out, figures)
     return record
 
 
-def finish(record: AbRecord, out: Path, figures: bool = False) -> None:
-    """The figures (from the record) when `figures`, then result.json, the CSV tables and report.md."""
+def finish(record: AbRecord, out: Path, figures: bool = False) -> AbRecord:
+    """The figures (from the record) when `figures`, then result.json, the CSV tables and report.md; the record
+    as stored."""
     if figures:
         from simlab.reporting.figures.ab import ab_figures
 
         record.figures = ab_figures(out, record)
-    write_outputs(record, out)
+    return write_outputs(record, out)
 
 
 def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
@@ -178,7 +174,7 @@ def judge(criteria, max_concurrency, rows, policies, bound_rows=()) -> list[Verd
 
 
 # --- files -------------------------------------------------------------------------------------------
-def write_outputs(record: AbRecord, out: Path) -> None:
+def write_outputs(record: AbRecord, out: Path) -> AbRecord:
     """result.json (the record) and the tables users read, all from the record; then report.md."""
     from simlab.reporting.blocks.ab import write_report
 
@@ -200,5 +196,6 @@ def write_outputs(record: AbRecord, out: Path) -> None:
     if record.comparisons:
         atomic_write_text(out / "comparison.csv", csv_text(record.table("comparisons"), columns(Comparison)))
     atomic_write_text(out / "verdicts.csv", csv_text(record.table("verdicts"), VERDICT_COLUMNS))
-    save(record, out)
+    record = save(record, out)
     write_report(record, out)
+    return record

@@ -239,9 +239,6 @@ def describe(scenario) -> str:
     )
 
 
-_describe = describe
-
-
 def _val(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"

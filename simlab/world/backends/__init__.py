@@ -1,23 +1,12 @@
 """Backends by name. Each is a model of something real that serves LLM requests."""
 
+from simlab.world.backends.api import ApiBackend
 from simlab.world.backends.base import Backend
+from simlab.world.backends.continuous_batching import ContinuousBatchingBackend
 from simlab.world.backends.delay import DelayBackend
 from simlab.world.backends.slots import SlotsBackend
 
-BACKENDS = {cls.name: cls for cls in (DelayBackend, SlotsBackend)}
-
-try:  # the richer backends live in their own modules
-    from simlab.world.backends.continuous_batching import ContinuousBatchingBackend
-
-    BACKENDS[ContinuousBatchingBackend.name] = ContinuousBatchingBackend
-except ImportError:  # pragma: no cover - while being written
-    pass
-try:
-    from simlab.world.backends.api import ApiBackend
-
-    BACKENDS[ApiBackend.name] = ApiBackend
-except ImportError:  # pragma: no cover
-    pass
+BACKENDS = {cls.name: cls for cls in (DelayBackend, SlotsBackend, ContinuousBatchingBackend, ApiBackend)}
 
 
 def make_backend(config, env, done, rng, scenario=None) -> Backend:
