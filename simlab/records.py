@@ -44,7 +44,7 @@ def to_json(record) -> str:
 def save(record, folder: Path, name: str = RESULT_FILE):
     """Write `record` to folder/name; returns the record as stored (rounded), which is what renderers read, so
     what a command prints and what `simlab report` renders later from the file cannot differ."""
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
 
     text = to_json(record)
     atomic_write_text(Path(folder) / name, text)
@@ -52,7 +52,7 @@ def save(record, folder: Path, name: str = RESULT_FILE):
 
 
 def _rounded(value):
-    from simlab.experiments.tables import significant
+    from simlab.store import significant
 
     if isinstance(value, float):
         return significant(value)
@@ -142,6 +142,36 @@ class Interval:
 
     def tuple(self) -> tuple[float, float, float]:
         return (self.mean, self.ci_low, self.ci_high)
+
+
+@dataclass
+class WorkloadFacts:
+    """One workload as a report describes it: its class, name and arrival process with its headline number."""
+    kind: str
+    name: str
+    process: str
+    rate_per_s: float | None = None  # poisson; diurnal: the mean rate
+    steps: int | None = None  # piecewise: how many rates
+    step_ms: float | None = None  # piecewise step; resampled: the block
+    count: int | None = None  # burst: jobs per burst
+    users: int | None = None  # closed-loop users
+    file: str | None = None  # trace or resampled arrivals: the file's name
+
+
+@dataclass
+class ScenarioFacts:
+    """What a report says about a scenario (`reporting.words.describe` makes the sentence): numbers and names."""
+    name: str
+    description: str
+    duration_ms: float
+    slo_p95_ms: float
+    backend: str  # delay | slots | continuous-batching | api
+    slots: int | None = None
+    max_num_seqs: int | None = None
+    concurrency: int | None = None
+    rpm: float | None = None
+    tpm: float | None = None
+    workloads: list[WorkloadFacts] = field(default_factory=list)
 
 
 # --- A/B --------------------------------------------------------------------------------------------------------
@@ -234,12 +264,12 @@ class Criteria:
 class AbRecord:
     """`simlab ab`: every policy on common seeds, the bounds, aggregates, paired comparisons and verdicts."""
     KIND: ClassVar[str] = "ab"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     scenario: str
     description: str
     scenario_file: str | None
-    scenario_text: str  # the scenario in one paragraph
+    facts: ScenarioFacts  # what the report says about the scenario
     criteria: Criteria
     options: dict[str, Any]
     policies: list[str]

@@ -379,6 +379,24 @@ class Scenario(Strict):
     def end_ms(self) -> float:
         return self.max_sim_ms if self.max_sim_ms is not None else 20 * self.duration_ms
 
+    def facts(self):
+        """The scenario as reports describe it (records.ScenarioFacts: numbers and names only)."""
+        from simlab.records import ScenarioFacts, WorkloadFacts
+
+        def workload(w) -> WorkloadFacts:
+            a = w.arrivals
+            return WorkloadFacts(
+                kind=w.kind, name=w.name or w.kind, process=a.process,
+                rate_per_s=getattr(a, "rate_per_s", None) or getattr(a, "mean_rate_per_s", None),
+                steps=len(a.rates_per_s) if isinstance(a, Piecewise) else None,
+                step_ms=a.step_ms if isinstance(a, Piecewise) else (a.block_ms if isinstance(a, Resampled) else None),
+                count=getattr(a, "count", None), users=getattr(a, "users", None),
+                file=Path(a.file).name if isinstance(a, (Trace, Resampled)) else None)
+
+        b = self.backend
+        return ScenarioFacts(self.name, self.description, self.duration_ms, self.slo_p95_ms, b.kind, b.slots,
+                             b.max_num_seqs, b.concurrency, b.rpm, b.tpm, [workload(w) for w in self.workload])
+
 
 _TAGS = {
     "constant", "exponential", "lognormal", "uniform", "empirical",

@@ -158,11 +158,11 @@ def test_record_round_trips_through_result_json(tmp_path):
 
 
 def test_capacity_verdict_reaches_every_table(tmp_path):
-    from simlab.experiments.ab import write_outputs
-    from simlab.reporting.blocks.ab import terminal_table
+    from simlab.experiments.ab import store
+    from simlab.reporting.blocks.ab import terminal_table, write_report
 
-    rec = synthetic_record(capacity=True)
-    write_outputs(rec, tmp_path)
+    rec = store(synthetic_record(capacity=True), tmp_path)
+    write_report(rec, tmp_path)
     assert CAPACITY_TEXT in terminal_table(rec)
     assert f"⚠️ {CAPACITY_TEXT}" in (tmp_path / "report.md").read_text()
     verdicts = (tmp_path / "verdicts.csv").read_text().splitlines()
@@ -172,10 +172,10 @@ def test_capacity_verdict_reaches_every_table(tmp_path):
 def test_an_internal_error_is_not_reported_as_bad_input(tmp_path, monkeypatch, capsys):
     """A KeyError in the report's own code: traceback, 'internal error', exit 1 (not exit 2, not 'another version')."""
     from simlab import cli
-    from simlab.experiments.ab import write_outputs
+    from simlab.experiments.ab import store
     from simlab.reporting import page as content
 
-    write_outputs(synthetic_record(capacity=False), tmp_path / "ab")
+    store(synthetic_record(capacity=False), tmp_path / "ab")
 
     def broken(*args, **kwargs):
         raise KeyError("p95")

@@ -8,6 +8,8 @@ import importlib
 import pytest
 
 MODULES = [
+    "simlab.store",
+    "simlab.experiments.stats",
     "simlab.experiments.tables",
     "simlab.calibration.openloop",
 ]

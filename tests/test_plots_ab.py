@@ -9,7 +9,7 @@ import shutil
 import matplotlib.image as mpimg
 import pytest
 
-from simlab.experiments.ab import run_ab
+from simlab.experiments.ab import run_ab, store
 from simlab.reporting.figures.ab import FIGURES, ab_figures, rolling_p95
 from simlab.scenario import scenario_from_dict
 
@@ -52,7 +52,7 @@ def small_scenario(batch: bool = True):
 def ab_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("ab")
     scenario = small_scenario()
-    run_ab(scenario, scenario.options(), POLICIES, SEEDS, out, workers=1, progress=False)
+    store(run_ab(scenario, scenario.options(), POLICIES, SEEDS, out, workers=1, progress=False), out)
     return out, ab_figures(out, strict=True)  # rendering is the slow part: once for the tests that only read
 
 
@@ -125,7 +125,8 @@ def test_missing_inputs_skip_their_figures(ab_dir, tmp_path):
 
 def test_scenario_without_batch_work_skips_the_tradeoff(tmp_path):
     scenario = small_scenario(batch=False)
-    run_ab(scenario, scenario.options(), ["priority", "adaptive"], [1], tmp_path, workers=1, progress=False)
+    store(run_ab(scenario, scenario.options(), ["priority", "adaptive"], [1], tmp_path, workers=1, progress=False),
+          tmp_path)
     figures = ab_figures(tmp_path, strict=True)
     assert "figures/tradeoff.png" not in figures
     # nothing ever queued in this light load either: the queues figure would be empty panels

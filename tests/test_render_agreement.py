@@ -117,13 +117,15 @@ def ab_records(tmp_path):
 
 @pytest.fixture(scope="module")
 def ab_renderings(tmp_path_factory):
-    from simlab.experiments.ab import write_outputs
+    from simlab.experiments.ab import store
+    from simlab.reporting.blocks.ab import write_report
 
     root = tmp_path_factory.mktemp("agree-ab")
     out = {}
     for name, rec in ab_records(root).items():
         folder = root / name
-        write_outputs(rec, folder)
+        rec = store(rec, folder)  # as `simlab ab` does: the stored record is what everything renders
+        write_report(rec, folder)
         html, md = build_report([str(folder)], str(root / f"{name}-page"))[:2]
         out[name] = (rec, terminal_table(rec), (folder / "report.md").read_text(encoding="utf-8"),
                      md.read_text(encoding="utf-8"), html.read_text(encoding="utf-8"))

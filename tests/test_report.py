@@ -321,7 +321,9 @@ def test_an_old_schema_or_a_damaged_record(outs, tmp_path):
     (old / "result.json").write_text(json.dumps(data))
     assert_input_error(simlab("report", old, check=False), "result.json", "schema_version", "is 0",
                        "run simlab ab again")
-    data["schema_version"] = 1
+    from simlab.records import AbRecord
+
+    data["schema_version"] = AbRecord.VERSION
     data["record"]["verdicts"][0]["p95_verdict"] = "maybe"
     (old / "result.json").write_text(json.dumps(data))
     assert_input_error(simlab("report", old, check=False), "result.json", "record.verdicts.0.p95_verdict")

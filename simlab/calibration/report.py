@@ -340,11 +340,11 @@ def write_calibration_report(cal, out: Path, figures: bool = True) -> Path:
 def _scenario_words(path: Path) -> str:
     """The fitted scenario in words, as the A/B report describes scenarios ("" when it does not load)."""
     from simlab.errors import InputError
-    from simlab.reporting.blocks.ab import describe
+    from simlab.reporting.words import describe
     from simlab.scenario import load_scenario
 
     try:
-        return describe(load_scenario(path))
+        return describe(load_scenario(path).facts())
     except InputError:
         return ""
 

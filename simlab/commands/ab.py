@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from simlab.commands.common import (
     add_experiment_args, bound_warning, capacity_check, out_dir, positive, scenario_options, seeds, warn,
 )
-from pathlib import Path
-
 from simlab.errors import InputError, did_you_mean
 
 
@@ -27,9 +27,10 @@ def main(args) -> int:
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
     capacity_check(scenario)
 
-    from simlab.experiments.ab import finish, run_ab
-    from simlab.reporting.blocks.ab import terminal_table
+    from simlab.experiments.ab import run_ab, store
     from simlab.policies import POLICY_NAMES
+    from simlab.reporting.blocks.ab import terminal_table, write_report
+    from simlab.reporting.figures.ab import ab_figures
 
     policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
     for p in policies:
@@ -38,24 +39,26 @@ def main(args) -> int:
     baseline = args.baseline if args.baseline in policies else policies[0]
     options = scenario_options(scenario, args.options, None)
     run_seeds = seeds(args, scenario)
+    workers = positive(args.workers, "--workers")
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
-    result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
-                    progress=not args.quiet, write=False, scheduler=args.scheduler_address,
-                    tasks_format=args.tasks)
+    record = run_ab(scenario, options, policies, run_seeds, out, workers, baseline, progress=not args.quiet,
+                    scheduler=args.scheduler_address, tasks_format=args.tasks)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
 
-        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet,
-                               scheduler=args.scheduler_address)
+        decision = ab_decision(scenario, options, record, out, workers, not args.quiet, scheduler=args.scheduler_address)
         if decision is not None:
-            result.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
+            record.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
                               f"1..{options.max_concurrency - 1} swept).")
-    result = finish(result, out, figures=not args.no_figures)  # the record complete: written once; shown as stored
-    if (w := bound_warning(scenario, result.bounds)) is not None:
+    if not args.no_figures:
+        record.figures = ab_figures(out, record)
+    record = store(record, out)
+    write_report(record, out)
+    if (w := bound_warning(scenario, record.bounds)) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
-    print(terminal_table(result))
+    print(terminal_table(record))
     print(f"\nreport: {out}/report.md  record: {out}/result.json  tables: {out}/summary.csv, {out}/comparison.csv"
-          + (f"  figures: {out}/figures/" if result.figures else ""))
+          + (f"  figures: {out}/figures/" if record.figures else ""))
     return 0

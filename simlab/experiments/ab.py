@@ -50,29 +50,15 @@ def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds:
     return jobs
 
 
-def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: Path | None, workers=1,
-           baseline="unscheduled", progress=True, bounds=True, figures=False, write=True, scheduler=None,
-           tasks_format="auto") -> AbRecord:
-    """Run and build the record; with `out` (runs are saved there) and `write`, also write it (see `finish`).
-    write=False: the caller adds to the record (e.g. the frontier's verdict), then calls `finish` once."""
+def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: Path | None = None, workers=1,
+           baseline="unscheduled", progress=True, bounds=True, scheduler=None, tasks_format="auto") -> AbRecord:
+    """Every policy (and the bounds) on every seed, and the record of it. With `out`, each run is saved under
+    out/runs/ as it finishes (a rerun resumes); the record itself is written by `store`."""
     jobs = plan(scenario, options, policies, seeds, bounds, tasks_format)
     metrics = run_jobs(scenario, jobs, out, workers, progress, scheduler=scheduler)
     rows = [m for j, m in zip(jobs, metrics) if not j.variant]
     bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
-    record = build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)
-    if out is not None and write:
-        return finish(record, out, figures)
-    return record
-
-
-def finish(record: AbRecord, out: Path, figures: bool = False) -> AbRecord:
-    """The figures (from the record) when `figures`, then result.json, the CSV tables and report.md; the record
-    as stored."""
-    if figures:
-        from simlab.reporting.figures.ab import ab_figures
-
-        record.figures = ab_figures(out, record)
-    return write_outputs(record, out)
+    return build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)
 
 
 def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
@@ -85,8 +71,6 @@ def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
 
 def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds, rows, bound_rows,
                  baseline="unscheduled") -> AbRecord:
-    from simlab.reporting.blocks.ab import describe
-
     policies = list(policies)
     aggregates = aggregate_rows(rows, policies)
     aggregate = {a.policy: {m: i.tuple() for m, i in a.metrics.items()} for a in aggregates}
@@ -96,7 +80,7 @@ def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds,
         scenario=scenario.name,
         description=scenario.description,
         scenario_file=str(scenario.path) if scenario.path else None,
-        scenario_text=describe(scenario),
+        facts=scenario.facts(),
         criteria=Criteria(scenario.slo_p95_ms, crit.slo_bin_ms, crit.p95_stay_ms, crit.batch_stall_ms),
         options=options.to_json_dict(),
         policies=policies,
@@ -174,10 +158,8 @@ def judge(criteria, max_concurrency, rows, policies, bound_rows=()) -> list[Verd
 
 
 # --- files -------------------------------------------------------------------------------------------
-def write_outputs(record: AbRecord, out: Path) -> AbRecord:
-    """result.json (the record) and the tables users read, all from the record; then report.md."""
-    from simlab.reporting.blocks.ab import write_report
-
+def store(record: AbRecord, out: Path) -> AbRecord:
+    """result.json (the record) and the tables users read, all from the record; the record as stored."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "summary.csv", csv_text(record.rows, SUMMARY_COLUMNS))
@@ -196,6 +178,4 @@ def write_outputs(record: AbRecord, out: Path) -> AbRecord:
     if record.comparisons:
         atomic_write_text(out / "comparison.csv", csv_text(record.table("comparisons"), columns(Comparison)))
     atomic_write_text(out / "verdicts.csv", csv_text(record.table("verdicts"), VERDICT_COLUMNS))
-    record = save(record, out)
-    write_report(record, out)
-    return record
+    return save(record, out)

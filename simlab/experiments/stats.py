@@ -9,7 +9,14 @@ from scipy import stats
 
 
 def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high); NaN bounds with fewer than two finite values."""
+    """(mean, low, high): the mean and its Student-t interval at `level`; NaN bounds with fewer than two finite
+    values (NaNs are left out).
+
+    >>> [round(v, 3) for v in mean_ci([10.0, 12.0, 14.0])]
+    [12.0, 7.032, 16.968]
+    >>> mean_ci([5.0, float("nan")])
+    (5.0, nan, nan)
+    """
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
     n = len(x)
@@ -28,7 +35,13 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
 
 
 def paired(candidate, baseline, level: float = 0.95) -> dict:
-    """Paired comparison over common seeds: difference (candidate - baseline) and ratio (candidate / baseline)."""
+    """Paired comparison over common seeds: difference (candidate - baseline) and ratio (candidate / baseline),
+    each with its Student-t interval over the pairs; significant when the difference's interval excludes 0.
+
+    >>> d = paired([101.0, 103.0, 102.0], [100.0, 101.0, 101.0])
+    >>> round(d["diff"], 3), round(d["diff_ci_low"], 3), d["significant"]
+    (1.333, -0.101, False)
+    """
     a = np.asarray(candidate, dtype=float)
     b = np.asarray(baseline, dtype=float)
     ok = np.isfinite(a) & np.isfinite(b)

@@ -12,6 +12,7 @@ from pathlib import Path
 from simlab.experiments.tables import fmt_num
 from simlab.reporting.collect import Source
 from simlab.reporting.figures import caption
+from simlab.reporting.words import describe
 from simlab.reporting.document import (FAIL, PASS, Badges, Bullets, Cell, Code, Contents, Document, Figure, Heading,
                                        Paragraph, Table)
 
@@ -68,7 +69,7 @@ def _question(doc: Document, sources: list[Source]) -> None:
     if described:
         doc.add(Heading(2, "The scenario" if len(described) == 1 else "The scenarios"))
         for s in described:
-            doc.add(Paragraph(("" if len(described) == 1 else f"**{s.name}**: ") + s.record.scenario_text))
+            doc.add(Paragraph(("" if len(described) == 1 else f"**{s.name}**: ") + describe(s.record.facts)))
 
 
 # --- A/B ------------------------------------------------------------------------------------------------------

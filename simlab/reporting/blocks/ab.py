@@ -10,6 +10,7 @@ from pathlib import Path
 from simlab.atomic import atomic_write_text
 from simlab.experiments.tables import fmt_num, text_table
 from simlab.records import CAPACITY_TEXT, AbRecord, Comparison, Interval, Verdict
+from simlab.reporting.words import describe
 from simlab.reporting.document import (BAD, CAPACITY, FAIL, GOOD, PASS, Bullets, Cell, Document, Figure, Heading,
                                        Paragraph, Table)
 
@@ -196,7 +197,7 @@ def write_report(r: AbRecord, out: Path) -> None:
 
     out = Path(out)
     doc = Document(f"A/B: {r.scenario}")
-    doc.add(Paragraph(r.scenario_text), *verdict_blocks(r, 2), Heading(2, "Results per policy"), *ab_blocks(r, 2))
+    doc.add(Paragraph(describe(r.facts)), *verdict_blocks(r, 2), Heading(2, "Results per policy"), *ab_blocks(r, 2))
     if r.figures:
         doc.add(Heading(2, "Figures"), *[Figure(out / f, caption(out / f)) for f in r.figures])
     doc.add(Heading(2, "Files"), Paragraph(
@@ -205,38 +206,6 @@ def write_report(r: AbRecord, out: Path) -> None:
         "`verdicts.csv`, `bounds.csv`, `runs/POLICY/seed-N/` (per-task `tasks.csv` and time-series `series.csv` "
         "for the first seed, `run.json` for every run)."))
     atomic_write_text(out / "report.md", render_markdown(doc.finish(), out))
-
-
-# --- the scenario in words --------------------------------------------------------------------------------------
-
-def describe(scenario) -> str:
-    b = scenario.backend
-    world = {
-        "delay": "a backend with unlimited capacity (pure service times)",
-        "slots": f"an inference server with {b.slots} GPU slots and its own FIFO queue",
-        "continuous-batching": f"a continuous-batching GPU server (up to {b.max_num_seqs} sequences per step)",
-        "api": f"a third-party API with a concurrency quota of {b.concurrency}"
-        + (f", {b.rpm:g} requests/min" if b.rpm else "")
-        + (f", {b.tpm:g} tokens/min" if b.tpm else ""),
-    }[b.kind]
-    parts = []
-    for w in scenario.workload:
-        a = w.arrivals
-        how = {
-            "poisson": lambda: f"Poisson arrivals at {a.rate_per_s:g}/s",
-            "piecewise": lambda: f"a piecewise rate ({len(a.rates_per_s)} steps of {a.step_ms / 1000:g} s)",
-            "diurnal": lambda: f"a diurnal rate around {a.mean_rate_per_s:g}/s",
-            "burst": lambda: f"bursts of {a.count} jobs",
-            "closed-loop": lambda: f"{a.users} closed-loop users",
-            "trace": lambda: f"a replayed trace ({Path(a.file).name})",
-            "resampled": lambda: f"arrivals resampled from {Path(a.file).name} in {a.block_ms / 1000:g} s blocks",
-        }.get(a.process, lambda: f"{a.process} arrivals")()  # a process added later still gets described
-        parts.append(f"{w.kind} `{w.name or w.kind}` with {how}")
-    return (
-        f"{(scenario.description or scenario.name).rstrip('.')}. The model: {world}; "
-        + "; ".join(parts)
-        + f"; arrivals for {scenario.duration_ms / 1000:g} s, interactive SLO P95 {scenario.slo_p95_ms:g} ms."
-    )
 
 
 def _val(v) -> str:
