@@ -12,6 +12,7 @@ MODULES = [
     "simlab.experiments.stats",
     "simlab.experiments.tables",
     "simlab.calibration.openloop",
+    "simlab.reporting.words",
 ]
 
 
