@@ -2,7 +2,7 @@
 
 A policy is a clock-free object: `submit(task)` / `finish(task)` / `wake()` return the tasks that start now,
 in start order; time is read only through the injected clock (ms). The expectations below are computed by
-hand from REFERENCE-POLICY.md, not by running the code under test.
+hand from docs/reference-policy.md, not by running the code under test.
 """
 
 from __future__ import annotations

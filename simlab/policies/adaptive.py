@@ -1,6 +1,6 @@
 """The article's `LmTrafficScheduler`, decision for decision, plus opt-in fixes for its known weaknesses.
 
-Exact by default (see REFERENCE-POLICY.md). Options beside the reference:
+Exact by default (see docs/reference-policy.md). Options beside the reference:
 - `recheckOnExpiry`: re-evaluate the cap when window samples expire, so batch work is never stranded;
 - `smoothingTauMs`: an EMA with a real time constant instead of one step per evaluation;
 - `rpsSource = "arrivals"`: pressure from the interactive arrival rate instead of the completion rate.

@@ -1,7 +1,7 @@
 'use strict';
 // Plain-JavaScript (CommonJS, Node 20, no dependencies) port of the article's TypeScript scheduler
-// (shared/seed/article-zh.txt, sections 5.1-5.3), logic kept verbatim; see shared/REFERENCE-POLICY.md.
-// The article's code lost most punctuation when captured; operators below follow REFERENCE-POLICY.md.
+// (the article's sections 5.1-5.3), logic kept verbatim; see docs/reference-policy.md.
+// The article's code lost most punctuation when captured; operators below follow docs/reference-policy.md.
 //
 // The ONLY additions to the article's code (each marked "ADDITION"):
 //   (a) options.smoothingAlpha: the per-evaluation EMA of the article's section 8.3, applied to `pressure`

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// Hand-worked checks of replay.js + article_scheduler.js against shared/REFERENCE-POLICY.md.
+// Hand-worked checks of replay.js + article_scheduler.js against docs/reference-policy.md.
 //   node tests/conformance/selfcheck.js      (exit 0 = all pass)
 // Each scenario's expected rows were derived by hand; the reasoning is in the comments.
 
