@@ -18,6 +18,7 @@ import logging
 import math
 import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -174,24 +175,37 @@ def _thin(n: int, keep_tail: int = 0) -> np.ndarray:
 
 
 # --- 1. latency CDF -----------------------------------------------------------------------------------
-def latency_cdf(d: AbDir):
+class LatencyCdf(NamedTuple):
+    scenario: str
+    seeds: str  # "seed 1"
+    slo: float | None
+    colors: dict[str, str]
+    latencies: dict[str, np.ndarray]  # policy -> its completed interactive latencies, sorted
+
+
+def latency_cdf_data(d: AbDir) -> LatencyCdf:
     lats = {p: d.interactive_latencies(p) for p in d.policies}
     lats = {p: np.sort(v[1]) for p, v in lats.items() if v is not None}
     if not lats:
         raise MissingInput("no completed interactive tasks")
+    return LatencyCdf(d.scenario, d.seed_label([d.tasks(p) for p in lats]), d.slo, d.colors, lats)
+
+
+def latency_cdf(c: LatencyCdf):
     fig = style.new_figure()
     ax = fig.subplots()
+    lats = c.latencies
     lo = min(float(v[0]) for v in lats.values())
     hi = max(float(v[-1]) for v in lats.values())
-    if d.slo:
-        hi = max(hi, d.slo)
+    if c.slo:
+        hi = max(hi, c.slo)
     log_x = lo > 0 and hi / lo > 100
     for p, x in lats.items():
         n = len(x)
         y = np.arange(1, n + 1) / n
         idx = _thin(n, keep_tail=min(n, 1000))
         p95 = float(np.percentile(x, 95))
-        ax.plot(x[idx], y[idx], drawstyle="steps-post", color=d.colors[p], label=f"{p}: P95 {_fmt_ms(p95)} ms")
+        ax.plot(x[idx], y[idx], drawstyle="steps-post", color=c.colors[p], label=f"{p}: P95 {_fmt_ms(p95)} ms")
     if log_x:
         ax.set_xscale("log")
         ax.set_xlim(lo / 1.3, hi * 1.6)
@@ -202,14 +216,13 @@ def latency_cdf(d: AbDir):
     ax.axhline(0.95, color=style.REF_GREY, lw=2, ls=":", zorder=1)
     ax.text(0.01, 0.95, "0.95 (P95)", transform=blended_transform_factory(ax.transAxes, ax.transData),
             ha="left", va="bottom", color=style.REF_GREY, fontsize=15)
-    if d.slo:
-        ax.axvline(d.slo, color=style.INK, lw=2.5, ls="--", zorder=1)
-        ax.text(d.slo, 0.5, f"SLO {_fmt_ms(d.slo)} ms ", transform=blended_transform_factory(ax.transData, ax.transAxes),
+    if c.slo:
+        ax.axvline(c.slo, color=style.INK, lw=2.5, ls="--", zorder=1)
+        ax.text(c.slo, 0.5, f"SLO {_fmt_ms(c.slo)} ms ", transform=blended_transform_factory(ax.transData, ax.transAxes),
                 rotation=90, ha="right", va="center", color=style.INK, fontsize=15)
     ax.set_xlabel("interactive end-to-end latency (ms" + (", log scale)" if log_x else ")"))
     ax.set_ylabel("fraction of requests ≤ latency")
-    frames = [d.tasks(p) for p in lats]
-    style.title(fig, f"{d.scenario}: interactive latency CDF ({d.seed_label(frames)})")
+    style.title(fig, f"{c.scenario}: interactive latency CDF ({c.seeds})")
     ax.legend(loc="best")
     return fig
 
@@ -236,7 +249,16 @@ def rolling_p95(end: np.ndarray, lat: np.ndarray, window_ms: float, min_periods:
     return grid, p95[is_grid[order]]
 
 
-def rolling_p95_figure(d: AbDir):
+class RollingP95(NamedTuple):
+    scenario: str
+    seeds: str
+    slo: float | None
+    window_ms: float
+    colors: dict[str, str]
+    lines: dict[str, tuple[np.ndarray, np.ndarray]]  # policy -> (t_ms, window P95 ms)
+
+
+def rolling_p95_data(d: AbDir) -> RollingP95:
     lines = {}
     for p in d.policies:
         v = d.interactive_latencies(p)
@@ -246,17 +268,22 @@ def rolling_p95_figure(d: AbDir):
                 lines[p] = (t, p95)
     if not lines:
         raise MissingInput("no completed interactive tasks")
+    return RollingP95(d.scenario, d.seed_label([d.tasks(p) for p in lines]), d.slo, d.window_ms, d.colors, lines)
+
+
+def rolling_p95_figure(r: RollingP95):
+    lines = r.lines
     fig = style.new_figure()
     ax = fig.subplots()
     for p, (t, p95) in lines.items():
-        ax.plot(t / 1000.0, p95, color=d.colors[p], label=p)
+        ax.plot(t / 1000.0, p95, color=r.colors[p], label=p)
     vals = np.concatenate([v[1][np.isfinite(v[1])] for v in lines.values()])
     lo, hi = float(vals.min()), float(vals.max())
-    if d.slo:
-        ax.axhline(d.slo, color=style.INK, lw=2.5, ls="--", zorder=1)
-        ax.text(0.995, d.slo, f"SLO {_fmt_ms(d.slo)} ms", transform=blended_transform_factory(ax.transAxes, ax.transData),
+    if r.slo:
+        ax.axhline(r.slo, color=style.INK, lw=2.5, ls="--", zorder=1)
+        ax.text(0.995, r.slo, f"SLO {_fmt_ms(r.slo)} ms", transform=blended_transform_factory(ax.transAxes, ax.transData),
                 ha="right", va="bottom", color=style.INK, fontsize=15)
-        hi = max(hi, d.slo)
+        hi = max(hi, r.slo)
     if lo > 0 and hi / lo > 10:  # e.g. P95 around 60 ms against an SLO of 500 ms: spread the lines out
         ax.set_yscale("log")
         ax.set_ylim(lo / 1.3, hi * 1.5)
@@ -268,8 +295,7 @@ def rolling_p95_figure(d: AbDir):
     ax.set_xlim(left=0)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(f"interactive P95 (ms{scale})")
-    frames = [d.tasks(p) for p in lines]
-    style.title(fig, f"{d.scenario}: interactive P95 over a sliding {d.window_ms / 1000:g} s window ({d.seed_label(frames)})")
+    style.title(fig, f"{r.scenario}: interactive P95 over a sliding {r.window_ms / 1000:g} s window ({r.seeds})")
     # above the axes, not over the lines (an axes legend, so constrained layout keeps it clear of the title)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=min(len(lines), 5), frameon=False)
     return fig
@@ -282,14 +308,14 @@ def _grid(n: int) -> tuple[int, int]:
     return math.ceil(n / 2), 2
 
 
-def _time_panels(d: AbDir, policies: list[str], height_per_row: float, sharey: bool = True):
+def _time_panels(colors: dict[str, str], policies: list[str], height_per_row: float, sharey: bool = True):
     rows, cols = _grid(len(policies))
     fig = style.new_figure(size=(style.WIDE[0] + (1.5 if cols == 2 else 0), 1.6 + height_per_row * rows))
     axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=sharey, squeeze=False)).ravel()
     for ax in axes[len(policies):]:
         ax.set_visible(False)
     for ax, p in zip(axes, policies):
-        ax.set_title(p, color=d.colors[p], loc="left")
+        ax.set_title(p, color=colors[p], loc="left")
     # a hidden last panel leaves the panel above it as the bottom of its column: give it tick labels back
     for i, ax in enumerate(axes[: len(policies)]):
         if i + cols >= len(policies):
@@ -298,14 +324,28 @@ def _time_panels(d: AbDir, policies: list[str], height_per_row: float, sharey: b
     return fig, axes[: len(policies)]
 
 
-def batch_cap_inflight(d: AbDir):
+class RunSeries(NamedTuple):
+    """The time series of one run per policy (the first seed's), for the figures over simulated time."""
+    scenario: str
+    seeds: str
+    max_concurrency: float | None
+    colors: dict[str, str]
+    series: dict[str, pd.DataFrame]  # policy -> series.csv's columns, by time
+
+
+def run_series_data(d: AbDir) -> RunSeries:
     series = {p: d.series(p) for p in d.policies}
     series = {p: s for p, s in series.items() if s is not None and len(s)}
     if not series:
         raise MissingInput("no series.csv")
+    return RunSeries(d.scenario, d.seed_label(series.values()), d.max_concurrency, d.colors, series)
+
+
+def batch_cap_inflight(r: RunSeries):
+    series = r.series
     # One policy with thousands in flight (unscheduled) would flatten the others on a shared scale.
     peaks = [max(1.0, float((s["in_flight_interactive"] + s["in_flight_batch"]).max())) for s in series.values()]
-    fig, axes = _time_panels(d, list(series), 3.3, sharey=max(peaks) / min(peaks) <= 3)
+    fig, axes = _time_panels(r.colors, list(series), 3.3, sharey=max(peaks) / min(peaks) <= 3)
     top = 1.0
     for ax, (p, s) in zip(axes, series.items()):
         t = s["t_ms"].to_numpy() / 1000.0
@@ -313,19 +353,19 @@ def batch_cap_inflight(d: AbDir):
         i = s["in_flight_interactive"].fillna(0).to_numpy()
         cap = s["batch_cap"].to_numpy(dtype=float)
         cap = np.where(np.isfinite(cap), cap, np.nan)
-        color = d.colors[p]
+        color = r.colors[p]
         ax.fill_between(t, 0, b, step="post", color=style.tint(color, 0.6), lw=0)
         ax.fill_between(t, b, b + i, step="post", color=color, lw=0)
         if np.isfinite(cap).any():
             ax.plot(t, cap, drawstyle="steps-post", color=style.INK, lw=3)
         else:
             ax.set_title("no batch cap", loc="right", fontsize=15, fontweight="normal", color=style.REF_GREY)
-        if d.max_concurrency:
-            ax.axhline(d.max_concurrency, color=style.INK, ls="--", lw=2.2, dashes=(5, 3), zorder=3)
+        if r.max_concurrency:
+            ax.axhline(r.max_concurrency, color=style.INK, ls="--", lw=2.2, dashes=(5, 3), zorder=3)
         top = max(top, float(np.nanmax(b + i)), float(np.nanmax(cap)) if np.isfinite(cap).any() else 0.0)
         ax.set_xlim(0, t[-1] if len(t) and t[-1] > 0 else None)
-    if d.max_concurrency:
-        top = max(top, d.max_concurrency)
+    if r.max_concurrency:
+        top = max(top, r.max_concurrency)
     axes[0].set_ylim(0, top * 1.1)
     fig.supylabel("tasks in flight")
     handles = [
@@ -333,12 +373,12 @@ def batch_cap_inflight(d: AbDir):
         Patch(color="#555555", label="interactive in flight (dark), on top"),
         Line2D([], [], color=style.INK, lw=3, label="batch cap in force"),
     ]
-    if d.max_concurrency:
+    if r.max_concurrency:
         handles.append(Line2D([], [], color=style.INK, lw=2.2, ls="--", dashes=(5, 3),
-                              label=f"maxConcurrency = {d.max_concurrency:g}"))
+                              label=f"maxConcurrency = {r.max_concurrency:g}"))
     # below the panels: matplotlib puts an "outside upper" figure legend over the title
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles) if len(handles) <= 2 else 2, frameon=False)
-    style.title(fig, f"{d.scenario}: batch cap and tasks in flight ({d.seed_label(series.values())})")
+    style.title(fig, f"{r.scenario}: batch cap and tasks in flight ({r.seeds})")
     return fig
 
 
@@ -349,11 +389,8 @@ QUEUES = [
 ]
 
 
-def queues(d: AbDir):
-    series = {p: d.series(p) for p in d.policies}
-    series = {p: s for p, s in series.items() if s is not None and len(s)}
-    if not series:
-        raise MissingInput("no series.csv")
+def queues(r: RunSeries):
+    series = r.series
     # a queue that stayed empty under every policy gets no column (e.g. a backend without a queue)
     cols = [(c, title) for c, title in QUEUES if any(s[c].fillna(0).to_numpy().any() for s in series.values())]
     never = [title for c, title in QUEUES if (c, title) not in cols]
@@ -363,11 +400,11 @@ def queues(d: AbDir):
     fig = style.new_figure(size=(max(4.6 * len(cols) + 2.2, 11.0), 1.9 + 2.0 * n + (0.5 if len(cols) < len(QUEUES) else 0)))
     axes = fig.subplots(n, len(cols), sharex=True, sharey="col", squeeze=False)
     t_end = max(float(s["t_ms"].iloc[-1]) for s in series.values()) / 1000.0
-    for r, (p, s) in enumerate(series.items()):
+    for row, (p, s) in enumerate(series.items()):
         t = s["t_ms"].to_numpy() / 1000.0
-        color = d.colors[p]
+        color = r.colors[p]
         for c, (col, title) in enumerate(cols):
-            ax = axes[r, c]
+            ax = axes[row, c]
             y = s[col].fillna(0).to_numpy()
             ax.fill_between(t, 0, y, step="post", color=style.tint(color, 0.6), lw=0)
             ax.plot(t, y, drawstyle="steps-post", color=color, lw=2.2)
@@ -375,7 +412,7 @@ def queues(d: AbDir):
                 ax.text(0.5, 0.5, "always empty", transform=ax.transAxes, ha="center", va="center",
                         color=style.REF_GREY, fontsize=15, style="italic",
                         bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="none"))
-            if r == 0:
+            if row == 0:
                 ax.set_title(title, fontsize=17)
             if c == 0:
                 ax.set_ylabel(p, color=color, fontweight="bold", fontsize=17)
@@ -391,7 +428,7 @@ def queues(d: AbDir):
                                                 width=int(fig.get_figwidth() * 72 / (18 * 0.58))))
     fig.supxlabel(label)
     fig.supylabel("tasks waiting")
-    style.title(fig, f"{d.scenario}: queue lengths ({d.seed_label(series.values())})")
+    style.title(fig, f"{r.scenario}: queue lengths ({r.seeds})")
     return fig
 
 
@@ -404,7 +441,18 @@ def _bound(d: AbDir, name: str, metric: str) -> float | None:
     return None if i is None else i.mean
 
 
-def tradeoff(d: AbDir):
+class Tradeoff(NamedTuple):
+    scenario: str
+    n_seeds: int | None
+    colors: dict[str, str]
+    markers: dict[str, str]
+    points: dict[str, dict[str, float | None]]  # policy -> {metric_mean, metric_ci_low, metric_ci_high}
+    no_batch: float | None  # the bound: interactive P95 with batch absent
+    alone: float | None  # the bound: batch throughput alone
+
+
+def tradeoff_data(d: AbDir) -> Tradeoff:
+    """From the record alone (means and CIs over every seed): no run file is read."""
     pts = {}
     for p in d.policies:
         row = {f"{m}_{s}": _float(getattr(d.record.interval(p, m), s))
@@ -413,7 +461,12 @@ def tradeoff(d: AbDir):
             pts[p] = row
     if not pts:
         raise MissingInput("no policy with both an interactive P95 and a batch throughput (no batch work?)")
-    n_seeds = len(d.seeds) or None
+    return Tradeoff(d.scenario, len(d.seeds) or None, d.colors, d.markers, pts,
+                    _bound(d, "bound-no-batch", X_METRIC), _bound(d, "bound-batch-alone", Y_METRIC))
+
+
+def tradeoff(t: Tradeoff):
+    pts, n_seeds, no_batch, alone = t.points, t.n_seeds, t.no_batch, t.alone
     fig = style.new_figure()
     ax = fig.subplots()
 
@@ -422,8 +475,6 @@ def tradeoff(d: AbDir):
 
     xs = [v for r in pts.values() for v in (val(r, X_METRIC, "ci_low"), val(r, X_METRIC, "ci_high"))]
     ys = [v for r in pts.values() for v in (val(r, Y_METRIC, "ci_low"), val(r, Y_METRIC, "ci_high"))]
-    no_batch = _bound(d, "bound-no-batch", X_METRIC)
-    alone = _bound(d, "bound-batch-alone", Y_METRIC)
     for v, into in ((no_batch, xs), (alone, ys)):
         if v is not None:
             into.append(v)
@@ -450,8 +501,8 @@ def tradeoff(d: AbDir):
         x, y = r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]
         xerr = [[x - val(r, X_METRIC, "ci_low")], [val(r, X_METRIC, "ci_high") - x]]
         yerr = [[y - val(r, Y_METRIC, "ci_low")], [val(r, Y_METRIC, "ci_high") - y]]
-        ax.errorbar([x], [y], xerr=np.clip(xerr, 0, None), yerr=np.clip(yerr, 0, None), color=d.colors[p],
-                    marker=d.markers[p], markersize=15, markeredgecolor="white", markeredgewidth=1.5,
+        ax.errorbar([x], [y], xerr=np.clip(xerr, 0, None), yerr=np.clip(yerr, 0, None), color=t.colors[p],
+                    marker=t.markers[p], markersize=15, markeredgecolor="white", markeredgewidth=1.5,
                     elinewidth=3, capthick=3, ls="none", zorder=4)
 
     # the bounds: dotted lines, named on the top and right edges where they can cover no point
@@ -477,7 +528,7 @@ def tradeoff(d: AbDir):
     ax.set_ylabel("batch throughput (jobs/min)\nhigher is better →")
     if log_x:
         style.plain_log_ticks(ax.xaxis)
-    style.title(fig, f"{d.scenario}: batch throughput vs interactive P95")
+    style.title(fig, f"{t.scenario}: batch throughput vs interactive P95")
     note = {None: "bars: 95% CI", 1: "one seed: no confidence interval"}.get(n_seeds, f"means over {n_seeds} seeds, bars: 95% CI")
     ax.set_title(note, fontsize=16, fontweight="normal", color=style.REF_GREY, loc="right")
 
@@ -493,7 +544,7 @@ def tradeoff(d: AbDir):
         (bx0, by0), (_, by1) = to_px((x, val(r, Y_METRIC, "ci_low"))), to_px((x, val(r, Y_METRIC, "ci_high")))
         avoid.append(Bbox([[bx0 - 4, min(by0, by1)], [bx0 + 4, max(by0, by1)]]))
     _label_points(ax, renderer, [(p, r[f"{X_METRIC}_mean"], r[f"{Y_METRIC}_mean"]) for p, r in pts.items()],
-                  d.colors, avoid)
+                  t.colors, avoid)
     return fig
 
 
@@ -542,12 +593,13 @@ def _overlap(a: Bbox, b: Bbox) -> float:
 
 
 # --- entry point ------------------------------------------------------------------------------------------
+# name -> (its data, built once from the record and the run files; the drawing of that data)
 BUILDERS = {
-    "latency_cdf": latency_cdf,
-    "rolling_p95": rolling_p95_figure,
-    "batch_cap_inflight": batch_cap_inflight,
-    "queues": queues,
-    "tradeoff": tradeoff,
+    "latency_cdf": (latency_cdf_data, latency_cdf),
+    "rolling_p95": (rolling_p95_data, rolling_p95_figure),
+    "batch_cap_inflight": (run_series_data, batch_cap_inflight),
+    "queues": (run_series_data, queues),
+    "tradeoff": (tradeoff_data, tradeoff),
 }
 
 
@@ -565,11 +617,14 @@ def ab_figures(out_dir, record=None, strict: bool = False) -> list[str]:
         for name in FIGURES:
             _remove_stale(target, name)
         return []
-    written = []
+    written, data = [], {}
     with style.context():
         for name in FIGURES:
+            build, draw = BUILDERS[name]
             try:
-                fig = BUILDERS[name](d)
+                if build not in data:
+                    data[build] = build(d)
+                fig = draw(data[build])
                 target.mkdir(parents=True, exist_ok=True)
                 style.save(fig, target, name)
             except MissingInput as exc:
