@@ -117,9 +117,14 @@ def test_judge_capacity_when_the_batch_absent_bound_fails_criterion_1_too():
     assert prio.p95_verdict == "fail" and prio.bound_longest_p95_over_slo_ms == 29_000.0
 
 
-def test_judge_docstring_says_what_the_code_computes():
-    doc = judge.__doc__
-    assert "max over seeds" in doc and "mean over seeds" not in doc
+def test_judge_takes_the_worst_seed_not_the_mean():
+    """Criterion 1 and 2 on the max over seeds: one bad seed of four fails the policy though the mean passes."""
+    rows = [row("adaptive", s, p95_over_slo_longest_ms=31_000.0 if s == 4 else 0.0,
+                longest_batch_stall_ms=61_000.0 if s == 4 else 0.0) for s in (1, 2, 3, 4)]
+    assert sum(r["p95_over_slo_longest_ms"] for r in rows) / 4 < CRIT.p95_stay_ms  # the mean would pass
+    (v,) = judge(CRIT, 8, rows, ["adaptive"])
+    assert (v.p95_verdict, v.longest_p95_over_slo_ms) == ("fail", 31_000.0)
+    assert (v.batch_keeps_moving, v.longest_batch_stall_ms) == (False, 61_000.0)
 
 
 # --- the record ----------------------------------------------------------------------------------------------------
