@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from simlab.errors import InputError, did_you_mean, read_text
+from simlab.errors import CONFIG_MAX_BYTES, DATA_MAX_BYTES, InputError, check_file, did_you_mean, read_text
 from simlab.policies.options import SchedulerOptions, options_from_dict
 
 
@@ -441,11 +441,15 @@ def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
     return scenario
 
 
-def _is_file(path: Path) -> bool:
+def _input_file(s: "Scenario", where: str, file: str, what: str, max_bytes: int = DATA_MAX_BYTES) -> None:
+    """A file the scenario points at: there, a regular file (not a FIFO, a device or a folder) and within its
+    size limit, or an InputError at the key that names it."""
+    path = s.resolve(file)
     try:
-        return path.is_file()
-    except OSError:  # e.g. a name too long for the file system
-        return False
+        check_file(path, what, max_bytes)
+    except InputError as exc:
+        message = f"{what} not found: {path}" if exc.message.endswith("not found") else f"{path}: {exc.message}"
+        raise InputError(s.path, where, message) from None
 
 
 def _always_zero(d) -> bool:
@@ -461,14 +465,13 @@ def _check_semantics(s: Scenario) -> None:
         where = f"workload[{i}]"
         for key in ("service", "prompt_tokens", "output_tokens"):
             d = getattr(w, key)
-            if isinstance(d, Empirical) and not _is_file(s.resolve(d.file)):
-                raise InputError(s.path, f"{where}.{key}.file", f"file not found: {s.resolve(d.file)}")
+            if isinstance(d, Empirical):
+                _input_file(s, f"{where}.{key}.file", d.file, "empirical distribution file")
         arr = w.arrivals
-        if isinstance(arr, Resampled) and not _is_file(s.resolve(arr.file)):
-            raise InputError(s.path, f"{where}.arrivals.file", f"arrivals file not found: {s.resolve(arr.file)}")
+        if isinstance(arr, Resampled):
+            _input_file(s, f"{where}.arrivals.file", arr.file, "arrivals file")
         if isinstance(arr, Trace):
-            if not _is_file(s.resolve(arr.file)):
-                raise InputError(s.path, f"{where}.arrivals.file", f"trace file not found: {s.resolve(arr.file)}")
+            _input_file(s, f"{where}.arrivals.file", arr.file, "trace file")
             has_tokens = arr.format == "azure" or (w.prompt_tokens is not None and w.output_tokens is not None)
             has_service = arr.format == "generic" or w.service is not None
         else:
@@ -503,13 +506,12 @@ def _check_semantics(s: Scenario) -> None:
     if s.backend.kind == "api" and s.backend.token_time is None:
         raise InputError(s.path, "backend.token_time", "the api backend needs token_time (provider latency per token)")
     if s.backend.step is not None and s.backend.step.profile is not None:
-        if not _is_file(s.resolve(s.backend.step.profile)):
-            raise InputError(s.path, "backend.step.profile", f"file not found: {s.resolve(s.backend.step.profile)}")
+        _input_file(s, "backend.step.profile", s.backend.step.profile, "step profile", CONFIG_MAX_BYTES)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
-    text = read_text(path, "scenario file", "a TOML scenario")
+    text = read_text(path, "scenario file", "a TOML scenario", CONFIG_MAX_BYTES)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simlab.errors import InputError, read_text
+from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
 
 BATCH_NAMES = ("batch_size", "concurrency", "num_seqs", "max_concurrency", "batch")
 PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_len", "prompt_len")
@@ -168,7 +168,7 @@ def _find(header_lower: dict[str, str], names) -> str | None:
 
 def read_table(path: str | Path, prompt_tokens: float | None = None, output_tokens: float | None = None) -> list[Row]:
     path = Path(path)
-    text = read_text(path, "load-test table", "a CSV table")
+    text = read_text(path, "load-test table", "a CSV table", CONFIG_MAX_BYTES)
     if not text.strip():
         raise InputError(path, None, "empty file (expected a CSV with batch_size or concurrency and a measurement)")
     try:

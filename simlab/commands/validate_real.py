@@ -250,11 +250,11 @@ def _with_backend(scenario, path):
 
     from pydantic import ValidationError
 
-    from simlab.errors import read_text
+    from simlab.errors import CONFIG_MAX_BYTES, read_text
     from simlab.scenario import Backend
 
     try:
-        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet"))
+        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet", CONFIG_MAX_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, None, f"not valid TOML ({exc})") from None
     if "backend" not in data:

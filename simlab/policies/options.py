@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from simlab.errors import InputError, did_you_mean, read_text
+from simlab.errors import CONFIG_MAX_BYTES, InputError, did_you_mean, read_text
 
 POLICY_NAMES = ("unscheduled", "fifo", "priority", "static", "adaptive")
 
@@ -126,7 +126,7 @@ def options_from_dict(data: object, source: str | Path | None = None, where: str
 def load_options(path: str | Path, policy: str | None = None) -> SchedulerOptions:
     """Read an options JSON file (e.g. `best-options.json`); `policy` overrides the file's `policy` key."""
     path = Path(path)
-    text = read_text(path, "options file", "a JSON object of scheduler options")
+    text = read_text(path, "options file", "a JSON object of scheduler options", CONFIG_MAX_BYTES)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

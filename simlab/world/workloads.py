@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simlab.errors import InputError
+from simlab.errors import DATA_MAX_BYTES, InputError, open_bytes
 from simlab.policies.base import BATCH, INTERACTIVE, Task
 from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Resampled, Scenario, Trace, Workload
 from simlab.traces import read_trace
@@ -107,7 +107,10 @@ def read_azure(path: Path) -> pd.DataFrame:
     """The Azure LLM inference trace: TIMESTAMP, ContextTokens, GeneratedTokens -> arrival_ms, tokens."""
     import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     try:
-        frame = pd.read_csv(path, dtype=str)
+        with open_bytes(path, "trace file", DATA_MAX_BYTES) as handle:
+            frame = pd.read_csv(handle, dtype=str)
+    except InputError:
+        raise
     except Exception as exc:
         raise InputError(path, None, f"cannot read CSV ({exc})") from None
     missing = [c for c in ("TIMESTAMP", "ContextTokens", "GeneratedTokens") if c not in frame.columns]
@@ -196,7 +199,8 @@ def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generato
     import pandas as pd
     path = scenario.resolve(spec.file)
     try:
-        frame = pd.read_csv(path, usecols=["arrival_ms"])
+        with open_bytes(path, "arrivals file", DATA_MAX_BYTES) as handle:
+            frame = pd.read_csv(handle, usecols=["arrival_ms"])
         times = pd.to_numeric(frame["arrival_ms"], errors="raise").to_numpy(dtype=float)
     except (ValueError, KeyError, OSError) as exc:
         raise InputError(path, None, f"expected one numeric column arrival_ms ({exc})") from None
