@@ -96,8 +96,9 @@ def main(args) -> int:
         fit, report_ol = refit(fit, runs, args.max_num_seqs or int(max(r.c for r in rows)))
         open_loop = (closed, report_ol)
     from simlab.calibration.report import write_gpu_report
+    from simlab.outputs import default_folder, output_folder
 
-    out = Path(args.out) if args.out else Path("results") / "calibrate-gpu" / tables[0].stem
+    out = output_folder(args.out) if args.out else output_folder(default_folder("calibrate-gpu", tables[0].stem), None)
     profile_name = "step-profile.csv" if fit.profile else None
     if profile_name:
         atomic_write_text(out / profile_name, profile_csv(fit))

@@ -53,7 +53,16 @@ def bound_warning(scenario, bounds: list[dict]) -> str | None:
 
 
 def out_dir(args, scenario, leaf: str) -> Path:
-    return Path(args.out) if args.out else Path("results") / scenario.name / leaf
+    """--out (checked: a folder this process can write in), else results/NAME/LEAF from the scenario's name made
+    safe (never outside results/: no '..', slashes or control characters). Made if needed."""
+    from simlab.outputs import default_folder, output_folder, safe_name
+
+    if args.out:
+        return output_folder(args.out)
+    if safe_name(scenario.name) != scenario.name:
+        warn(f"{scenario.path}: name {scenario.name!r} is not a plain folder name; the outputs go to "
+             f"{default_folder(scenario.name)}/")
+    return output_folder(default_folder(scenario.name, leaf), None)
 
 
 def positive(value: int, flag: str) -> int:

@@ -70,18 +70,22 @@ def main(args) -> int:
         raise InputError(None, "--slo-ms", f"must be positive (found {args.slo_ms})")
     mapping, classes = parse_map(args.mapping), parse_classes(args.classes)
     log = read_log(args.log, mapping, classes, args.default_class)
+    from simlab.outputs import default_folder, output_folder
+    from simlab.scenario import load_scenario
+
+    if args.template:
+        load_scenario(args.template)  # a bad template stops the command here, before anything is fitted or written
     from simlab.calibration.fit import fit_log, parse_duration_ms
 
     bin_ms = None if args.bin == "auto" else parse_duration_ms(args.bin, "--bin")
     step_ms = None if args.step == "auto" else parse_duration_ms(args.step, "--step")
+    out = output_folder(args.out) if args.out else output_folder(default_folder("fit", Path(args.log).stem), None)
 
     fit = fit_log(log, bin_ms, args.dist, args.arrivals, step_ms)
     from simlab.calibration.report import summary_lines, write_report
     from simlab.calibration.scenario_writer import write_scenario
     from simlab.calibration.validate import validate
-    from simlab.scenario import load_scenario
 
-    out = Path(args.out) if args.out else Path("results") / "fit" / Path(args.log).stem
     scenario_path, notes = write_scenario(fit, out, args.name, args.template, args.slo_ms)
     val = None
     if not args.no_validate:

@@ -94,7 +94,9 @@ def main(args) -> int:
     if bad:
         raise InputError(None, "--node-policies", f"{bad[0]} is not among --policies ({', '.join(policies)})")
     options = {p: (load_options(args.options, p) if args.options else scenario.options(p)) for p in policies}
-    out = Path(args.out) if args.out else Path("results") / "validate-real" / scenario.name
+    from simlab.outputs import default_folder, output_folder
+
+    out = output_folder(args.out) if args.out else output_folder(default_folder("validate-real", scenario.name), None)
     n_i = sum(t.interactive for t in tasks)
     header = [
         f"- scenario `{scenario.name}` ({Path(args.scenario).name}), seed {seed}: {len(tasks)} requests "
