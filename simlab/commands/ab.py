@@ -17,7 +17,7 @@ def register(sub) -> None:
     p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
     p.add_argument("--no-frontier", action="store_true",
-                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1) and the verdict")
+                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1, sampled above 64) and the verdict")
     p.set_defaults(func=main)
 
 
@@ -40,17 +40,22 @@ def main(args) -> int:
     run_seeds = seeds(args, scenario)
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
+    if not args.no_frontier:
+        from simlab.decision.frontier import caps_note
+
+        if (note := caps_note(options)) is not None:
+            warn(note)
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
                     progress=not args.quiet, write=False, scheduler=args.scheduler_address,
                     tasks_format=args.tasks)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
+        from simlab.decision.frontier import caps_swept
 
         decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet,
                                scheduler=args.scheduler_address)
         if decision is not None:
-            result.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
-                              f"1..{options.max_concurrency - 1} swept).")
+            result.verdict = f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, {caps_swept(options)})."
     finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)

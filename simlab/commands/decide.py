@@ -41,7 +41,7 @@ def main(args) -> int:
     from simlab.commands import tune as tune_cmd
     from simlab.decision.answer import answer, judge_conditions, save_decision
     from simlab.decision.ab import FRONTIER_COLUMNS
-    from simlab.decision.frontier import Spec, frontier_specs, measure, production_options
+    from simlab.decision.frontier import Spec, caps_note, frontier_specs, measure, production_options
     from simlab.decision.rule import P95, THR, Arm
     from simlab.experiments.tables import csv_text
     from simlab.policies import options_from_dict
@@ -60,6 +60,8 @@ def main(args) -> int:
     specs = frontier_specs(base) + [Spec("adaptive-defaults", base.with_changes(policy="adaptive"), "adaptive"),
                                     Spec("priority", base.with_changes(policy="priority"), "baseline"),
                                     Spec("unscheduled", base.with_changes(policy="unscheduled"), "baseline")]
+    if (note := caps_note(base)) is not None:
+        print(f"warning: {note}", file=sys.stderr)
     tuned_note = "not tuned (--trials 0)"
     if trials > 0:
         # tuning searches on the search conditions x search seeds; held-out conditions never enter it
