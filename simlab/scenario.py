@@ -226,12 +226,19 @@ class Backend(Strict):
 class Experiment(Strict):
     seed: int = Field(default=1, ge=0)
     replications: int = Field(default=10, ge=1)
-    policies: list[Literal["unscheduled", "fifo", "priority", "static", "adaptive"]] = [
+    policies: list[Literal["unscheduled", "fifo", "priority", "static", "adaptive"]] = Field(default=[
         "unscheduled",
         "priority",
         "static",
         "adaptive",
-    ]
+    ], min_length=1)
+
+    @model_validator(mode="after")
+    def _once_each(self):
+        twice = [p for i, p in enumerate(self.policies) if p in self.policies[:i]]
+        if twice:
+            raise ValueError(f"policies: {twice[0]} is given twice")
+        return self
 
 
 TUNABLE = (
@@ -341,7 +348,7 @@ class Scenario(Strict):
     max_sim_ms: float | None = Field(default=None, gt=0)  # hard stop (default 20 x duration)
     slo_p95_ms: float = Field(default=2000.0, gt=0)  # the interactive business limit
     sample_ms: float | None = Field(default=None, gt=0)  # time-series resolution
-    max_tasks: int = Field(default=2_000_000, ge=1)  # closed-loop requests per run before it is stopped as endless
+    max_tasks: int = Field(default=2_000_000, ge=1)  # the event budget: every task of a run, open and closed loop
     backend: Backend
     workload: list[Workload] = Field(min_length=1)
     scheduler: dict[str, Any] = {}

@@ -384,7 +384,7 @@ def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> di
     checked: the straight line (base + per_seq * C) and, where the fit table has two or more batch sizes, its
     measured decode profile interpolated (`*_profile`). One record: `rows` (every check row: measured, fitted,
     error; `retest` = the fit table's value for the same level), `by_concurrency` (per measure and concurrency:
-    mean |error|, and whether every row is within tolerance), `mean_abs_error`, `retest_mean_abs_difference`."""
+    mean and largest |error|, and whether every row is within tolerance), `mean_abs_error`, `retest_mean_abs_difference`."""
     first = {(r.kind, r.c, r.p, r.o): r.value for r in fit.rows}
     profile = tuple(map(list, zip(*fit.profile))) if len(fit.profile) >= 2 else None
     rows, groups = [], {}
@@ -406,7 +406,8 @@ def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> di
         g = {"measure": k, "batch_size": c}
         for suffix in ("", "_profile") if profile is not None else ("",):
             e = [abs(x["relative_error" + suffix]) for x in group]
-            g |= {"mean_abs_error" + suffix: float(np.mean(e)), "within" + suffix: bool(max(e) <= tolerance)}
+            g |= {"mean_abs_error" + suffix: float(np.mean(e)), "max_abs_error" + suffix: float(max(e)),
+                  "within" + suffix: bool(max(e) <= tolerance)}
         by_c.append(g)
     diffs = [abs(r["retest_difference"]) for r in rows if r["retest_difference"] is not None]
     out = {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,

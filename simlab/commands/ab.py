@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simlab.commands.common import (
-    add_experiment_args, bound_warning, capacity_check, out_dir, positive, scenario_options, seeds, warn,
+    add_experiment_args, bound_warning, capacity_check, out_dir, policy_list, positive, scenario_options, seeds, warn,
 )
 from pathlib import Path
 
@@ -14,7 +14,8 @@ def register(sub) -> None:
     p = sub.add_parser("ab", help="compare policies over common seeds, with confidence intervals")
     add_experiment_args(p)
     p.add_argument("--policies", help="comma-separated (default: the scenario's, else unscheduled,priority,static,adaptive)")
-    p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
+    p.add_argument("--baseline", help="policy the others are compared with (one of the policies compared; default "
+                   "unscheduled when it is among them, else the first)")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
     p.add_argument("--no-frontier", action="store_true",
                    help="skip the static-cap sweep (every cap 1..maxConcurrency-1, sampled above 64) and the verdict")
@@ -31,11 +32,17 @@ def main(args) -> int:
     from simlab.experiments.ab_report import terminal_table
     from simlab.policies import POLICY_NAMES
 
-    policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
-    for p in policies:
-        if p not in POLICY_NAMES:
-            raise InputError(None, "--policies", f"unknown policy {p!r}{did_you_mean(p, POLICY_NAMES)}; known: {', '.join(POLICY_NAMES)}")
-    baseline = args.baseline if args.baseline in policies else policies[0]
+    policies = policy_list(args.policies) if args.policies is not None else list(scenario.experiment.policies)
+    if args.baseline is None:
+        baseline = "unscheduled" if "unscheduled" in policies else policies[0]
+    elif args.baseline not in POLICY_NAMES:
+        raise InputError(None, "--baseline", f"unknown policy {args.baseline!r}"
+                         f"{did_you_mean(args.baseline, POLICY_NAMES)}; known: {', '.join(POLICY_NAMES)}")
+    elif args.baseline not in policies:
+        raise InputError(None, "--baseline", f"{args.baseline} is not among the policies compared "
+                         f"({', '.join(policies)}); add it to --policies")
+    else:
+        baseline = args.baseline
     options = scenario_options(scenario, args.options, None)
     run_seeds = seeds(args, scenario)
     # A/B of tuned options goes beside the baseline A/B, never over it

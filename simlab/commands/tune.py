@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from simlab.commands.common import bound_warning, capacity_check, out_dir, positive, scenario_options, warn
+from simlab.commands.common import (
+    both_classes, bound_warning, capacity_check, out_dir, positive, scenario_options, warn,
+)
 from simlab.errors import InputError
 
 
@@ -36,6 +38,7 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    both_classes(scenario, "tune")
     if getattr(args, "calibration", None):
         scenario = with_calibration(scenario, args.calibration)
     return run(scenario, args)[0]

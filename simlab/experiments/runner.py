@@ -164,7 +164,12 @@ def _on_dask(scheduler, args: list[tuple]):
         from simlab.errors import InputError
 
         raise InputError(None, "--scheduler-address", "needs the dask extra: pip install 'simlab[dask]'") from None
-    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    except (OSError, ValueError, TypeError) as exc:  # unreachable (distributed waits 30 s), or not an address
+        from simlab.errors import InputError
+
+        raise InputError(None, "--scheduler-address", f"cannot reach a Dask scheduler at {scheduler!r} ({exc})") from None
     try:
         futures = client.map(_execute_args, args, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}

@@ -263,12 +263,60 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
     return tasks
 
 
+# --- the event budget ------------------------------------------------------------------------------------------
+def expected_open_loop(scenario: Scenario) -> tuple[float, float]:
+    """A lower bound of the mean number of open-loop tasks the generated arrival processes (Poisson, piecewise,
+    diurnal, bursts) draw, and its standard deviation, before drawing them. A lower bound (a diurnal swing counted
+    at its trough), so that refusing on it never refuses a draw that could fit. Traces and resampled logs, bounded
+    by their files, are not counted here."""
+    mean = var = 0.0
+    for w in scenario.workload:
+        a = w.arrivals
+        if isinstance(a, Poisson):
+            end = a.end_ms if a.end_ms is not None else scenario.duration_ms
+            m = a.rate_per_s / 1000.0 * max(0.0, end - a.start_ms)
+        elif isinstance(a, Piecewise):
+            rates, end = a.rates_per_s, scenario.duration_ms
+            whole = int(end // a.step_ms)  # steps wholly before the end; the pattern repeats
+            cycles, rest = divmod(whole, len(rates))
+            m = ((cycles * sum(rates) + sum(rates[:rest])) * a.step_ms
+                 + rates[rest % len(rates)] * (end - whole * a.step_ms)) / 1000.0
+        elif isinstance(a, Diurnal):
+            m = a.mean_rate_per_s * (1 - a.amplitude) / 1000.0 * scenario.duration_ms
+        elif isinstance(a, Burst):
+            m = float(a.count * (len(a.at_ms) if isinstance(a.at_ms, list) else 1))
+        else:
+            continue
+        factor = w.load * (1 - w.diurnal_amplitude)  # superposed copies, and a diurnal swing at its trough
+        mean += m * factor
+        var += m * max(factor, factor**2)  # Poisson counts; thinning and copies of a draw (generous for a burst)
+    return mean, math.sqrt(var)
+
+
+def _over_budget(scenario: Scenario, count: str) -> InputError:
+    return InputError(
+        scenario.path, "max_tasks",
+        f"the open-loop arrivals {count}, more than max_tasks = {scenario.max_tasks:,} (the event budget, which "
+        "counts every task): shorten duration_ms, lower the rates or counts, or raise max_tasks",
+    )
+
+
+def check_budget(scenario: Scenario) -> None:
+    """Refuse, before drawing, arrivals that would certainly exceed max_tasks (their mean 10 standard deviations
+    above it): a day at a million requests per second must not be drawn to find out."""
+    mean, sd = expected_open_loop(scenario)
+    if mean - 10 * sd > scenario.max_tasks:
+        raise _over_budget(scenario, f"would number about {mean:,.0f}")
+
+
 def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
-    """All open-loop tasks of all workloads as columns, sorted by arrival.
+    """All open-loop tasks of all workloads as columns, sorted by arrival; more than max_tasks is an InputError
+    (checked on the expected count before drawing, and on the count drawn).
 
     Ties keep a trace file's row order (so a trace split into classes replays exactly as `simlab replay`),
     then workload key (not file order: reordering blocks changes nothing), then draw order.
     """
+    check_budget(scenario)
     parts: list[dict] = []
     keys = workload_keys(scenario)
     rank = {k: r for r, k in enumerate(sorted(keys))}
@@ -319,6 +367,9 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
                       "output": pick(output), "ids": ids, "rows": rows, "number": src,
                       "copy": copy if copies else None, "wi": rank[wkey], "label": label,
                       "interactive": w.kind == INTERACTIVE})
+        drawn = sum(len(p["times"]) for p in parts)
+        if drawn > scenario.max_tasks:  # counted as drawn, before the columns are joined (the peak of memory)
+            raise _over_budget(scenario, f"number {drawn:,} or more at seed {seed}")
     return _merge(parts)
 
 
