@@ -23,15 +23,10 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from simlab.policies import POLICY_NAMES
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
-    capacity_check(scenario)
-
-    from simlab.experiments.ab import finish, run_ab
-    from simlab.experiments.ab_report import terminal_table
-    from simlab.policies import POLICY_NAMES
-
     policies = policy_list(args.policies) if args.policies is not None else list(scenario.experiment.policies)
     if args.baseline is None:
         baseline = "unscheduled" if "unscheduled" in policies else policies[0]
@@ -43,23 +38,29 @@ def main(args) -> int:
                          f"({', '.join(policies)}); add it to --policies")
     else:
         baseline = args.baseline
-    options = scenario_options(scenario, args.options, None)
     run_seeds = seeds(args, scenario)
+    workers = positive(args.workers, "--workers")
+    options = scenario_options(scenario, args.options, None)
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
+    capacity_check(scenario)
+
+    from simlab.experiments.ab import finish, run_ab
+    from simlab.experiments.ab_report import terminal_table
+
     if not args.no_frontier:
         from simlab.decision.frontier import caps_note
 
         if (note := caps_note(options)) is not None:
             warn(note)
-    result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
+    result = run_ab(scenario, options, policies, run_seeds, out, workers, baseline,
                     progress=not args.quiet, write=False, scheduler=args.scheduler_address,
                     tasks_format=args.tasks)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
         from simlab.decision.frontier import caps_swept
 
-        decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet,
+        decision = ab_decision(scenario, options, result, out, workers, not args.quiet,
                                scheduler=args.scheduler_address)
         if decision is not None:
             result.verdict = f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, {caps_swept(options)})."

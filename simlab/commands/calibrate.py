@@ -74,14 +74,9 @@ def tune_bounds(recommended: dict) -> dict:
 
 
 def main(args) -> int:
-    from simlab.atomic import atomic_write_text
-    from simlab.calibration.knee import CURVE_LABELS, calibrate, interactive_workloads, offered_rps
-    from simlab.calibration.report import write_calibration_report
     from simlab.scenario import load_scenario
 
-    scenario = load_scenario(args.scenario)
-    interactive_workloads(scenario)
-    capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
+    scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
     if args.replications is None:
         args.replications = min(scenario.experiment.replications, 5)
     run_seeds = seeds(args, scenario)
@@ -91,6 +86,13 @@ def main(args) -> int:
     at_most(args.refine, 30, "--refine", "each bisection halves the bracket: 30 is a billionth of it")
     if args.slo_ms is not None:
         finite_positive(args.slo_ms, "--slo-ms")
+
+    from simlab.atomic import atomic_write_text
+    from simlab.calibration.knee import CURVE_LABELS, calibrate, interactive_workloads, offered_rps
+    from simlab.calibration.report import write_calibration_report
+
+    interactive_workloads(scenario)
+    capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
     options = base_options(scenario, args.options)
     factors = None
     if args.rates:
