@@ -459,6 +459,43 @@ def _input_file(s: "Scenario", where: str, file: str, what: str, max_bytes: int 
         raise InputError(s.path, where, message) from None
 
 
+MAX_STEPS = 1_000_000  # piecewise steps or bootstrap blocks over a run: each is a loop turn when arrivals are drawn
+MAX_SAMPLES = 1_000_000  # time-series rows over the arrivals' span (11 floats each, kept in memory)
+
+
+def _at_most(s: "Scenario", where: str, count: float, what: str, limit: int, fix: str) -> None:
+    if count > limit:
+        raise InputError(s.path, where, f"makes {count:,.0f} {what}, more than {limit:,}: {fix}")
+
+
+def _check_sizes(s: "Scenario") -> None:
+    """Settings that would make a run loop or allocate without bound: a tiny step, block or sample interval."""
+    if s.sample_ms is not None:
+        _at_most(s, "sample_ms", s.duration_ms / s.sample_ms, "time-series rows over duration_ms", MAX_SAMPLES,
+                 "give a longer sample_ms")
+    users = 0
+    for i, w in enumerate(s.workload):
+        a, where = w.arrivals, f"workload[{i}].arrivals"
+        if isinstance(a, Piecewise):
+            _at_most(s, f"{where}.step_ms", s.duration_ms / a.step_ms, "rate steps over duration_ms", MAX_STEPS,
+                     "give a longer step_ms")
+        elif isinstance(a, Resampled):
+            _at_most(s, f"{where}.block_ms", (a.span_ms or s.duration_ms) / a.block_ms, "bootstrap blocks", MAX_STEPS,
+                     "give a longer block_ms")
+        elif isinstance(a, Trace) and a.resample_block_ms is not None:
+            span = a.limit_ms * a.time_scale if a.limit_ms is not None else s.duration_ms
+            _at_most(s, f"{where}.resample_block_ms", span / a.resample_block_ms, "bootstrap blocks", MAX_STEPS,
+                     "give a longer resample_block_ms")
+        elif isinstance(a, ClosedLoop):
+            users += a.users
+            if users > s.max_tasks:  # each user is a process from the start: more users than tasks cannot be meant
+                raise InputError(s.path, f"{where}.users", f"{users:,} closed-loop users in all, more than max_tasks = "
+                                 f"{s.max_tasks:,} (the event budget, which counts every task)")
+    if s.conditions.resamples:
+        _at_most(s, "conditions.resample_block_ms", s.duration_ms / s.conditions.resample_block_ms,
+                 "bootstrap blocks over duration_ms", MAX_STEPS, "give a longer resample_block_ms")
+
+
 def _always_zero(d) -> bool:
     return (isinstance(d, Constant) and d.value == 0) or (isinstance(d, Uniform) and d.high == 0)
 
@@ -467,6 +504,7 @@ def _check_semantics(s: Scenario) -> None:
     """Cross-field rules pydantic cannot see: files exist, tokens where the backend needs them."""
     if s.scheduler:
         s.options()  # validates [scheduler] (camelCase production options)
+    _check_sizes(s)
     token_backend = s.backend.kind == "continuous-batching" or s.backend.kind == "api"
     for i, w in enumerate(s.workload):
         where = f"workload[{i}]"

@@ -43,6 +43,14 @@ TABLE = "concurrency,prompt_tokens,output_tokens,ttft_ms,tpot_ms,latency_ms\n" +
     for p in (256, 1024) for c in (1, 2, 4, 8))
 
 
+def _with_top(folder, name: str, line: str) -> str:
+    """The good scenario with one more top-level line."""
+    path = folder / f"{name}.toml"
+    path.write_text(BASE.format(workload=INTERACTIVE + BATCH, extra="").replace('name = "small"\n',
+                                                                               f'name = "small"\n{line}\n'))
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("inputs")
@@ -52,6 +60,8 @@ def files(tmp_path_factory):
         path.write_text(BASE.format(workload=workload, extra=extra))
         return str(path)
 
+    arrivals = folder / "arrivals.csv"
+    arrivals.write_text("arrival_ms\n" + "".join(f"{i * 97 % 3000}\n" for i in range(50)))
     log = folder / "log.csv"
     log.write_text("arrival_ms,service_ms\n" + "".join(f"{i * 37 % 5000},{20 + i % 7}\n" for i in range(60)))
     (folder / "loadtest.csv").write_text(TABLE)
@@ -67,6 +77,14 @@ def files(tmp_path_factory):
         "shifts-no-trace": scenario("shifts-no-trace", extra="[conditions]\ntime_shifts_ms = [1000]"),
         "policies-twice": scenario("policies-twice", extra='[experiment]\npolicies = ["static", "static"]'),
         "policies-empty": scenario("policies-empty", extra="[experiment]\npolicies = []"),
+        "users-huge": scenario("users-huge", BATCH + INTERACTIVE.replace(
+            'process = "poisson", rate_per_s = 5', 'process = "closed-loop", users = 100_000_000, think = '
+            '{ dist = "constant", value = 1e9 }')),
+        "step-tiny": scenario("step-tiny", BATCH + INTERACTIVE.replace(
+            'process = "poisson", rate_per_s = 5', 'process = "piecewise", rates_per_s = [0], step_ms = 1e-6')),
+        "sample-tiny": _with_top(folder, "sample-tiny", "sample_ms = 1e-5"),
+        "block-tiny": scenario("block-tiny", BATCH + INTERACTIVE.replace(
+            'process = "poisson", rate_per_s = 5', f'process = "resampled", file = "{arrivals}", block_ms = 1e-7')),
         "log": str(log),
         "table": str(folder / "loadtest.csv"),
         "real": str(ROOT / "scenarios" / "real-engine.toml"),
@@ -109,6 +127,12 @@ CASES = {
     "tune-batch-only": (["tune", "{batch-only}"], ["workload", "every workload is batch"]),
     "experiment-policies-twice": (["ab", "{policies-twice}"], ["experiment", "static is given twice"]),
     "experiment-policies-empty": (["ab", "{policies-empty}"], ["experiment.policies", "at least 1"]),
+    "closed-loop-users-beyond-the-budget": (["run", "{users-huge}"],
+                                            ["workload[1].arrivals.users", "100,000,000 closed-loop users",
+                                             "max_tasks = 2,000,000"]),
+    "piecewise-step-tiny": (["run", "{step-tiny}"], ["workload[1].arrivals.step_ms", "more than 1,000,000"]),
+    "sample-ms-tiny": (["run", "{sample-tiny}"], ["sample_ms", "time-series rows", "more than 1,000,000"]),
+    "resampled-block-tiny": (["run", "{block-tiny}"], ["workload[1].arrivals.block_ms", "bootstrap blocks"]),
     "calibrate-rates-nan": (["calibrate", "{good}", "--rates", "nan"], ["--rates", "finite rates above 0"]),
     "calibrate-rates-inf": (["calibrate", "{good}", "--rates", "2,inf"], ["--rates", "finite rates above 0"]),
     "calibrate-slo-inf": (["calibrate", "{good}", "--slo-ms", "inf"], ["--slo-ms", "finite number above 0"]),
@@ -171,6 +195,15 @@ def test_a_template_that_does_not_suit_the_log_is_named(files, tmp_path):
                                "--no-figures", "--no-validate", words=[files["good"], "does not fit this log",
                                                                        "token_time"], allowed=("fit",))
     assert not (tmp_path / "fit" / "scenario.toml").exists(), message
+
+
+def test_an_interactive_workload_resampled_from_a_log_runs(files, tmp_path):
+    """The capacity check knew no rate for resampled arrivals (what `simlab fit` writes for a bursty log): every
+    command on such a scenario ended in a TypeError traceback."""
+    scenario = tmp_path / "resampled.toml"
+    scenario.write_text(open(files["block-tiny"]).read().replace("block_ms = 1e-7", "block_ms = 500"))
+    proc = simlab_in(tmp_path, "run", scenario, "--out", tmp_path / "out", "--quiet", "--policy", "static")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_decide_with_zero_trials_still_skips_tuning(files, tmp_path):

@@ -194,8 +194,8 @@ def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: n
     return out.sort_values("arrival_ms", kind="stable").reset_index(drop=True)
 
 
-def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
-    """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+def resampled_log(spec: Resampled, scenario: Scenario) -> np.ndarray:
+    """The log's own arrival times (the `arrival_ms` column), checked: finite, >= 0, at least one."""
     import pandas as pd
     path = scenario.resolve(spec.file)
     try:
@@ -206,6 +206,13 @@ def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generato
         raise InputError(path, None, f"expected one numeric column arrival_ms ({exc})") from None
     if len(times) == 0 or (times < 0).any() or not np.isfinite(times).all():
         raise InputError(path, "arrival_ms", "expected at least one finite arrival time >= 0 (ms)")
+    return times
+
+
+def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
+    """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+    import pandas as pd
+    times = resampled_log(spec, scenario)
     span = spec.span_ms or scenario.duration_ms
     out = block_bootstrap(pd.DataFrame({"arrival_ms": np.sort(times)}), spec.block_ms, span, rng)
     return out["arrival_ms"].to_numpy(dtype=float)
