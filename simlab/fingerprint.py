@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import platform
 from pathlib import Path
 
 import simlab
@@ -41,6 +42,24 @@ def code_fingerprint() -> str:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+# Libraries whose versions can change a run's numbers (random streams, the event loop, file readers and writers).
+LIBRARIES = ("numpy", "simpy", "pandas", "pyarrow")
+
+
+@functools.cache
+def library_versions() -> str:
+    """'python 3.11.9, numpy 2.1.3, ...': a new version of one of them may draw or compute differently."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"python {platform.python_version()}"]
+    for name in LIBRARIES:
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            parts.append(f"{name} absent")
+    return ", ".join(parts)
 
 
 def _walk(value, where: str):
@@ -92,6 +111,7 @@ def identity(scenario, extra: dict, drop_tune: tuple[str, ...] = ()) -> dict[str
         "simlab_inputs": json.dumps(input_hashes(scenario), sort_keys=True),
         "simlab_code": code_fingerprint(),
         "simlab_version": simlab.__version__,
+        "simlab_libraries": library_versions(),
     }
 
 
@@ -121,6 +141,8 @@ def describe_changes(stored: dict, current: dict) -> list[str]:
             changes.append("scenario settings, options or search space changed")
         elif key == "simlab_code":
             changes.append(f"simlab's code changed (fingerprint {was} -> {now})")
+        elif key == "simlab_libraries":
+            changes.append(f"libraries changed ({was} -> {now})")
         elif key == "simlab_version":
             changes.append(f"simlab version {was} -> {now}")
         else:

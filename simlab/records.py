@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from simlab.errors import InputError
+from simlab.errors import RECORD_MAX_BYTES, InputError, read_text
 
 RESULT_FILE = "result.json"
 KINDS: dict[str, type] = {}
@@ -67,13 +67,10 @@ def load(path: Path, kind: str | None = None):
     """The record in `path`; InputError (exit 2) for a missing, invalid, foreign or old-schema file."""
     path = Path(path)
     expected = f"the {RESULT_FILE} that simlab {kind or 'ab, tune, calibrate or fit'} writes"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         raise InputError(path, None, f"not found; expected {expected} (written by an older simlab? run the command "
                          "again to regenerate the folder)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, None, f"cannot be read ({exc})") from None
+    text = read_text(path, "result file", expected, RECORD_MAX_BYTES)  # a regular file, of a bounded size
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

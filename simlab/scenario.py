@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from simlab.errors import InputError, did_you_mean, read_text
+from simlab.errors import CONFIG_MAX_BYTES, DATA_MAX_BYTES, InputError, check_file, did_you_mean, read_text
 from simlab.policies.options import SchedulerOptions, options_from_dict
 
 
@@ -226,12 +226,19 @@ class Backend(Strict):
 class Experiment(Strict):
     seed: int = Field(default=1, ge=0)
     replications: int = Field(default=10, ge=1)
-    policies: list[Literal["unscheduled", "fifo", "priority", "static", "adaptive"]] = [
+    policies: list[Literal["unscheduled", "fifo", "priority", "static", "adaptive"]] = Field(default=[
         "unscheduled",
         "priority",
         "static",
         "adaptive",
-    ]
+    ], min_length=1)
+
+    @model_validator(mode="after")
+    def _once_each(self):
+        twice = [p for i, p in enumerate(self.policies) if p in self.policies[:i]]
+        if twice:
+            raise ValueError(f"policies: {twice[0]} is given twice")
+        return self
 
 
 TUNABLE = (
@@ -341,7 +348,7 @@ class Scenario(Strict):
     max_sim_ms: float | None = Field(default=None, gt=0)  # hard stop (default 20 x duration)
     slo_p95_ms: float = Field(default=2000.0, gt=0)  # the interactive business limit
     sample_ms: float | None = Field(default=None, gt=0)  # time-series resolution
-    max_tasks: int = Field(default=2_000_000, ge=1)  # closed-loop requests per run before it is stopped as endless
+    max_tasks: int = Field(default=2_000_000, ge=1)  # the event budget: every task of a run, open and closed loop
     backend: Backend
     workload: list[Workload] = Field(min_length=1)
     scheduler: dict[str, Any] = {}
@@ -459,11 +466,52 @@ def scenario_from_dict(data: dict, path: Path | None = None) -> Scenario:
     return scenario
 
 
-def _is_file(path: Path) -> bool:
+def _input_file(s: "Scenario", where: str, file: str, what: str, max_bytes: int = DATA_MAX_BYTES) -> None:
+    """A file the scenario points at: there, a regular file (not a FIFO, a device or a folder) and within its
+    size limit, or an InputError at the key that names it."""
+    path = s.resolve(file)
     try:
-        return path.is_file()
-    except OSError:  # e.g. a name too long for the file system
-        return False
+        check_file(path, what, max_bytes)
+    except InputError as exc:
+        message = f"{what} not found: {path}" if exc.message.endswith("not found") else f"{path}: {exc.message}"
+        raise InputError(s.path, where, message) from None
+
+
+MAX_STEPS = 1_000_000  # piecewise steps or bootstrap blocks over a run: each is a loop turn when arrivals are drawn
+MAX_SAMPLES = 1_000_000  # time-series rows over the arrivals' span (11 floats each, kept in memory)
+
+
+def _at_most(s: "Scenario", where: str, count: float, what: str, limit: int, fix: str) -> None:
+    if count > limit:
+        raise InputError(s.path, where, f"makes {count:,.0f} {what}, more than {limit:,}: {fix}")
+
+
+def _check_sizes(s: "Scenario") -> None:
+    """Settings that would make a run loop or allocate without bound: a tiny step, block or sample interval."""
+    if s.sample_ms is not None:
+        _at_most(s, "sample_ms", s.duration_ms / s.sample_ms, "time-series rows over duration_ms", MAX_SAMPLES,
+                 "give a longer sample_ms")
+    users = 0
+    for i, w in enumerate(s.workload):
+        a, where = w.arrivals, f"workload[{i}].arrivals"
+        if isinstance(a, Piecewise):
+            _at_most(s, f"{where}.step_ms", s.duration_ms / a.step_ms, "rate steps over duration_ms", MAX_STEPS,
+                     "give a longer step_ms")
+        elif isinstance(a, Resampled):
+            _at_most(s, f"{where}.block_ms", (a.span_ms or s.duration_ms) / a.block_ms, "bootstrap blocks", MAX_STEPS,
+                     "give a longer block_ms")
+        elif isinstance(a, Trace) and a.resample_block_ms is not None:
+            span = a.limit_ms * a.time_scale if a.limit_ms is not None else s.duration_ms
+            _at_most(s, f"{where}.resample_block_ms", span / a.resample_block_ms, "bootstrap blocks", MAX_STEPS,
+                     "give a longer resample_block_ms")
+        elif isinstance(a, ClosedLoop):
+            users += a.users
+            if users > s.max_tasks:  # each user is a process from the start: more users than tasks cannot be meant
+                raise InputError(s.path, f"{where}.users", f"{users:,} closed-loop users in all, more than max_tasks = "
+                                 f"{s.max_tasks:,} (the event budget, which counts every task)")
+    if s.conditions.resamples:
+        _at_most(s, "conditions.resample_block_ms", s.duration_ms / s.conditions.resample_block_ms,
+                 "bootstrap blocks over duration_ms", MAX_STEPS, "give a longer resample_block_ms")
 
 
 def _always_zero(d) -> bool:
@@ -474,19 +522,19 @@ def _check_semantics(s: Scenario) -> None:
     """Cross-field rules pydantic cannot see: files exist, tokens where the backend needs them."""
     if s.scheduler:
         s.options()  # validates [scheduler] (camelCase production options)
+    _check_sizes(s)
     token_backend = s.backend.kind == "continuous-batching" or s.backend.kind == "api"
     for i, w in enumerate(s.workload):
         where = f"workload[{i}]"
         for key in ("service", "prompt_tokens", "output_tokens"):
             d = getattr(w, key)
-            if isinstance(d, Empirical) and not _is_file(s.resolve(d.file)):
-                raise InputError(s.path, f"{where}.{key}.file", f"file not found: {s.resolve(d.file)}")
+            if isinstance(d, Empirical):
+                _input_file(s, f"{where}.{key}.file", d.file, "empirical distribution file")
         arr = w.arrivals
-        if isinstance(arr, Resampled) and not _is_file(s.resolve(arr.file)):
-            raise InputError(s.path, f"{where}.arrivals.file", f"arrivals file not found: {s.resolve(arr.file)}")
+        if isinstance(arr, Resampled):
+            _input_file(s, f"{where}.arrivals.file", arr.file, "arrivals file")
         if isinstance(arr, Trace):
-            if not _is_file(s.resolve(arr.file)):
-                raise InputError(s.path, f"{where}.arrivals.file", f"trace file not found: {s.resolve(arr.file)}")
+            _input_file(s, f"{where}.arrivals.file", arr.file, "trace file")
             has_tokens = arr.format == "azure" or (w.prompt_tokens is not None and w.output_tokens is not None)
             has_service = arr.format == "generic" or w.service is not None
         else:
@@ -521,13 +569,12 @@ def _check_semantics(s: Scenario) -> None:
     if s.backend.kind == "api" and s.backend.token_time is None:
         raise InputError(s.path, "backend.token_time", "the api backend needs token_time (provider latency per token)")
     if s.backend.step is not None and s.backend.step.profile is not None:
-        if not _is_file(s.resolve(s.backend.step.profile)):
-            raise InputError(s.path, "backend.step.profile", f"file not found: {s.resolve(s.backend.step.profile)}")
+        _input_file(s, "backend.step.profile", s.backend.step.profile, "step profile", CONFIG_MAX_BYTES)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
-    text = read_text(path, "scenario file", "a TOML scenario")
+    text = read_text(path, "scenario file", "a TOML scenario", CONFIG_MAX_BYTES)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

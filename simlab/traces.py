@@ -7,7 +7,7 @@ import io
 import math
 from pathlib import Path
 
-from simlab.errors import InputError, did_you_mean, read_text
+from simlab.errors import DATA_MAX_BYTES, InputError, did_you_mean, read_text
 from simlab.policies.base import KINDS, Task
 
 REQUIRED_COLUMNS = ("id", "kind", "arrival_ms", "service_ms")
@@ -32,7 +32,7 @@ def parse_ms(text: str, source, where: str, column: str, *, allow_empty: bool = 
 def read_trace(path: str | Path, required=REQUIRED_COLUMNS) -> tuple[list[Task], list[str]]:
     """Tasks in file order, and the header. Each task's extra columns are in `task.payload` (a dict)."""
     path = Path(path)
-    handle = io.StringIO(read_text(path, "trace file", "a CSV trace"), newline="")
+    handle = io.StringIO(read_text(path, "trace file", "a CSV trace", DATA_MAX_BYTES), newline="")
     with handle:
         reader = csv.reader(handle)
         try:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from simlab.errors import InputError
 from simlab.scenario import load_scenario
 from simlab.tuning.space import rounded
 from simlab.world.conditions import conditions_of, split
@@ -143,8 +145,12 @@ def test_diurnal_thinning_on_a_trace_keeps_whole_tasks():
 
 def test_held_out_conditions_never_include_a_searched_one():
     s = small_slots()
-    s = s.model_copy(update={"conditions": s.conditions.model_copy(update={"load": [0.5, 2], "search": 5})})
+    s = s.model_copy(update={"conditions": s.conditions.model_copy(update={"load": [0.5, 2], "search": 2})})
     search, held = split(s)
     assert held and not {c.name for c in search} & {c.name for c in held}
+    # a search that would leave nothing held out is refused (it was clamped once, silently)
+    s = s.model_copy(update={"conditions": s.conditions.model_copy(update={"search": 3})})
+    with pytest.raises(InputError, match=r"is 3, but there are 3 conditions \(base, load-x0.5, load-x2\)"):
+        split(s)
     one = small_slots()
     assert split(one) == ([conditions_of(one)[0]], [conditions_of(one)[0]])

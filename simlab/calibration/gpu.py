@@ -54,8 +54,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simlab.errors import InputError, read_text
-from simlab.experiments.tables import significant
+from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
+from simlab.store import significant
 
 BATCH_NAMES = ("batch_size", "concurrency", "num_seqs", "max_concurrency", "batch")
 PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_len", "prompt_len")
@@ -171,7 +171,7 @@ def _find(header_lower: dict[str, str], names) -> str | None:
 
 def read_table(path: str | Path, prompt_tokens: float | None = None, output_tokens: float | None = None) -> list[Row]:
     path = Path(path)
-    text = read_text(path, "load-test table", "a CSV table")
+    text = read_text(path, "load-test table", "a CSV table", CONFIG_MAX_BYTES)
     if not text.strip():
         raise InputError(path, None, "empty file (expected a CSV with batch_size or concurrency and a measurement)")
     try:
@@ -385,7 +385,7 @@ def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> di
     checked: the straight line (base + per_seq * C) and, where the fit table has two or more batch sizes, its
     measured decode profile interpolated (`*_profile`). One record: `rows` (every check row: measured, fitted,
     error; `retest` = the fit table's value for the same level), `by_concurrency` (per measure and concurrency:
-    mean |error|, and whether every row is within tolerance), `mean_abs_error`, `retest_mean_abs_difference`."""
+    mean and largest |error|, and whether every row is within tolerance), `mean_abs_error`, `retest_mean_abs_difference`."""
     first = {(r.kind, r.c, r.p, r.o): r.value for r in fit.rows}
     profile = tuple(map(list, zip(*fit.profile))) if len(fit.profile) >= 2 else None
     rows, groups = [], {}
@@ -407,7 +407,8 @@ def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> di
         g = {"measure": k, "batch_size": c}
         for suffix in ("", "_profile") if profile is not None else ("",):
             e = [abs(x["relative_error" + suffix]) for x in group]
-            g |= {"mean_abs_error" + suffix: float(np.mean(e)), "within" + suffix: bool(max(e) <= tolerance)}
+            g |= {"mean_abs_error" + suffix: float(np.mean(e)), "max_abs_error" + suffix: float(max(e)),
+                  "within" + suffix: bool(max(e) <= tolerance)}
         by_c.append(g)
     diffs = [abs(r["retest_difference"]) for r in rows if r["retest_difference"] is not None]
     out = {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simlab.errors import InputError, did_you_mean, read_text
+from simlab.errors import DATA_MAX_BYTES, InputError, did_you_mean, read_text
 
 KINDS = ("interactive", "batch")
 ROLES = ("arrival", "class", "service_ms", "prompt_tokens", "output_tokens")
@@ -339,7 +339,7 @@ def read_log(path: str | Path, mapping: dict | str | None = None, classes: dict 
     path = Path(path)
     mapping = parse_map(mapping) if isinstance(mapping, str) or mapping is None else mapping
     classes = parse_classes(classes) if isinstance(classes, str) or classes is None else classes
-    text = read_text(path, "log file", "a CSV or JSON Lines log")
+    text = read_text(path, "log file", "a CSV or JSON Lines log", DATA_MAX_BYTES)
     if not text.strip():
         raise InputError(path, None, "empty file (expected a CSV with a header, or JSON Lines)")
     jsonl = _is_jsonl(path, text[:64])

@@ -22,7 +22,7 @@ import numpy as np
 
 from simlab.atomic import atomic_write_text
 from simlab.calibration.fit import LogFit, format_span
-from simlab.errors import InputError
+from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
 
 MAX_EMPIRICAL_ROWS = 20_000  # beyond this, the CSV holds this many quantiles of the log's values
 PLACEHOLDER_TOKEN_TIME = {"base_ms": 40.0, "per_prompt_token_ms": 0.08, "per_output_token_ms": 7.0}
@@ -88,7 +88,7 @@ def read_template(path: str | Path, out_dir: Path) -> dict:
 
     path = Path(path)
     load_scenario(path)  # validates it (and raises InputError naming the file)
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = tomllib.loads(read_text(path, "template scenario", "a TOML scenario", CONFIG_MAX_BYTES))  # BOM allowed
     world = {k: data[k] for k in TEMPLATE_KEYS if k in data}
     step = world.get("backend", {}).get("step")
     if isinstance(step, dict) and step.get("profile"):
@@ -136,10 +136,10 @@ def write_scenario(fit: LogFit, out_dir: Path, name: str | None = None, template
     from simlab.scenario import load_scenario
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     log = fit.log
     notes: list[str] = []
-    world = read_template(template, out_dir) if template else {}
+    world = read_template(template, out_dir) if template else {}  # a bad template: nothing written yet
+    out_dir.mkdir(parents=True, exist_ok=True)
     name = name or f"{log.path.stem}-fit"
     has_service = any("service_ms" in f for f in fit.lengths.values())
     has_tokens = any("prompt_tokens" in f for f in fit.lengths.values())
@@ -222,8 +222,13 @@ def write_scenario(fit: LogFit, out_dir: Path, name: str | None = None, template
     atomic_write_text(path, text)
     try:
         load_scenario(path)
-    except InputError as exc:  # a bug in this writer, not the user's input
-        raise RuntimeError(f"the fitted scenario does not load: {exc}") from exc
+    except InputError as exc:
+        if template:  # the template's world does not suit this log (e.g. slots without token_time, tokens only)
+            path.unlink(missing_ok=True)
+            found = f"{exc.where}: {exc.message}" if exc.where else exc.message
+            raise InputError(template, None, f"does not fit this log: with its backend the fitted scenario would "
+                             f"not load ({found})") from None
+        raise RuntimeError(f"the fitted scenario does not load: {exc}") from exc  # a bug in this writer
     return path, notes
 
 

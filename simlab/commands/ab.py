@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simlab.commands.common import (
-    add_experiment_args, bound_warning, capacity_check, out_dir, positive, scenario_options, seeds, warn,
+    add_experiment_args, bound_warning, capacity_check, out_dir, policy_list, positive, scenario_options, seeds, warn,
 )
 from simlab.errors import InputError, did_you_mean
 
@@ -14,34 +14,48 @@ def register(sub) -> None:
     p = sub.add_parser("ab", help="compare policies over common seeds, with confidence intervals")
     add_experiment_args(p)
     p.add_argument("--policies", help="comma-separated (default: the scenario's, else unscheduled,priority,static,adaptive)")
-    p.add_argument("--baseline", default="unscheduled", help="policy the others are compared with")
+    p.add_argument("--baseline", help="policy the others are compared with (one of the policies compared; default "
+                   "unscheduled when it is among them, else the first)")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
     p.add_argument("--no-frontier", action="store_true",
-                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1) and the verdict")
+                   help="skip the static-cap sweep (every cap 1..maxConcurrency-1, sampled above 64) and the verdict")
     p.set_defaults(func=main)
+
+
+def baseline_of(given: str | None, policies: list[str]) -> str:
+    from simlab.policies import POLICY_NAMES
+
+    if given is None:
+        return "unscheduled" if "unscheduled" in policies else policies[0]
+    if given not in POLICY_NAMES:
+        raise InputError(None, "--baseline", f"unknown policy {given!r}{did_you_mean(given, POLICY_NAMES)}; known: "
+                         f"{', '.join(POLICY_NAMES)}")
+    if given not in policies:
+        raise InputError(None, "--baseline", f"{given} is not among the policies compared ({', '.join(policies)}); "
+                         "add it to --policies")
+    return given
 
 
 def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    policies = policy_list(args.policies) if args.policies is not None else list(scenario.experiment.policies)
+    baseline = baseline_of(args.baseline, policies)
+    run_seeds = seeds(args, scenario)
+    workers = positive(args.workers, "--workers")
+    options = scenario_options(scenario, args.options, None)
+    # A/B of tuned options goes beside the baseline A/B, never over it
+    out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     capacity_check(scenario)
 
+    from simlab.decision.frontier import caps_note, caps_swept
     from simlab.experiments.ab import run_ab, store
-    from simlab.policies import POLICY_NAMES
     from simlab.reporting.blocks.ab import terminal_table, write_report
     from simlab.reporting.figures.ab import ab_figures
 
-    policies = [p.strip() for p in args.policies.split(",")] if args.policies else list(scenario.experiment.policies)
-    for p in policies:
-        if p not in POLICY_NAMES:
-            raise InputError(None, "--policies", f"unknown policy {p!r}{did_you_mean(p, POLICY_NAMES)}; known: {', '.join(POLICY_NAMES)}")
-    baseline = args.baseline if args.baseline in policies else policies[0]
-    options = scenario_options(scenario, args.options, None)
-    run_seeds = seeds(args, scenario)
-    workers = positive(args.workers, "--workers")
-    # A/B of tuned options goes beside the baseline A/B, never over it
-    out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
+    if not args.no_frontier and (note := caps_note(options)) is not None:
+        warn(note)
     record = run_ab(scenario, options, policies, run_seeds, out, workers, baseline, progress=not args.quiet,
                     scheduler=args.scheduler_address, tasks_format=args.tasks)
     if not args.no_frontier:
@@ -49,8 +63,7 @@ def main(args) -> int:
 
         decision = ab_decision(scenario, options, record, out, workers, not args.quiet, scheduler=args.scheduler_address)
         if decision is not None:
-            record.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
-                              f"1..{options.max_concurrency - 1} swept).")
+            record.verdict = f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, {caps_swept(options)})."
     if not args.no_figures:
         record.figures = ab_figures(out, record)
     record = store(record, out)

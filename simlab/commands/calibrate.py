@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 from textwrap import fill
 import sys
 
-from simlab.commands.common import add_experiment_args, capacity_check, out_dir, positive, seeds
+from simlab.commands.common import add_experiment_args, at_most, capacity_check, finite_positive, out_dir, positive, seeds
 from simlab.errors import InputError
 
 EPILOG = """\
@@ -73,22 +74,25 @@ def tune_bounds(recommended: dict) -> dict:
 
 
 def main(args) -> int:
-    from simlab.atomic import atomic_write_text
-    from simlab.calibration.knee import CURVE_LABELS, calibrate, interactive_workloads, offered_rps
-    from simlab.calibration.report import write_calibration_report
     from simlab.scenario import load_scenario
 
-    scenario = load_scenario(args.scenario)
-    interactive_workloads(scenario)
-    capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
+    scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
     if args.replications is None:
         args.replications = min(scenario.experiment.replications, 5)
     run_seeds = seeds(args, scenario)
     workers = positive(args.workers, "--workers")
     if args.refine < 0:
         raise InputError(None, "--refine", f"must be 0 or more (found {args.refine})")
-    if args.slo_ms is not None and not args.slo_ms > 0:
-        raise InputError(None, "--slo-ms", f"must be positive (found {args.slo_ms})")
+    at_most(args.refine, 30, "--refine", "each bisection halves the bracket: 30 is a billionth of it")
+    if args.slo_ms is not None:
+        finite_positive(args.slo_ms, "--slo-ms")
+
+    from simlab.atomic import atomic_write_text
+    from simlab.calibration.knee import CURVE_LABELS, calibrate, interactive_workloads, offered_rps
+    from simlab.calibration.report import write_calibration_report
+
+    interactive_workloads(scenario)
+    capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
     options = base_options(scenario, args.options)
     factors = None
     if args.rates:
@@ -96,8 +100,8 @@ def main(args) -> int:
             rates = sorted({float(r) for r in args.rates.split(",") if r.strip()})
         except ValueError:
             raise InputError(None, "--rates", f"{args.rates!r} is not a comma-separated list of req/s") from None
-        if not rates or rates[0] <= 0:
-            raise InputError(None, "--rates", "give positive rates, e.g. 2,4,8,16")
+        if not rates or not all(0 < r < math.inf for r in rates):
+            raise InputError(None, "--rates", f"give finite rates above 0, e.g. 2,4,8,16 (found {args.rates!r})")
         base = offered_rps(scenario, run_seeds)
         if base <= 0:
             raise InputError(scenario.path, "workload", "the interactive workloads generate no arrivals")

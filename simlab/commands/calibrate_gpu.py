@@ -58,16 +58,17 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    import math
     from pathlib import Path
 
     from simlab.atomic import atomic_write_text
     from simlab.calibration.gpu import MEASURE_LABELS, fit_gpu, profile_csv, read_table, step_toml
 
     for flag, v in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)):
-        if v is not None and not v >= 1:
-            raise InputError(None, flag, f"must be at least 1 (found {v:g})")
-    if args.per_token_ms is not None and not args.per_token_ms >= 0:
-        raise InputError(None, "--per-token-ms", f"must be 0 or more (found {args.per_token_ms:g})")
+        if v is not None and not 1 <= v < math.inf:
+            raise InputError(None, flag, f"must be a finite number of at least 1 (found {v:g})")
+    if args.per_token_ms is not None and not 0 <= args.per_token_ms < math.inf:
+        raise InputError(None, "--per-token-ms", f"must be a finite number, 0 or more (found {args.per_token_ms:g})")
     tables = [Path(t) for t in args.table]
     names = [t.name for t in tables]
     if len(set(names)) < len(names):  # e.g. loadtest-a/loadtest.csv and loadtest-b/loadtest.csv
@@ -96,8 +97,9 @@ def main(args) -> int:
         fit, report_ol = refit(fit, runs, args.max_num_seqs or int(max(r.c for r in rows)))
         open_loop = (closed, report_ol)
     from simlab.calibration.report import write_gpu_report
+    from simlab.outputs import default_folder, output_folder
 
-    out = Path(args.out) if args.out else Path("results") / "calibrate-gpu" / tables[0].stem
+    out = output_folder(args.out) if args.out else output_folder(default_folder("calibrate-gpu", tables[0].stem), None)
     profile_name = "step-profile.csv" if fit.profile else None
     if profile_name:
         atomic_write_text(out / profile_name, profile_csv(fit))
@@ -127,9 +129,9 @@ def main(args) -> int:
         write_gpu_check(check, " + ".join(args.table), args.check, out)
         tol = check["tolerance"]
 
-        def error_text(g, suffix=""):
-            return (f"{g['mean_abs_error' + suffix]:.1%} ({'within' if g['within' + suffix] else 'NOT within'} "
-                    f"{tol:.0%})")
+        def error_text(g, suffix=""):  # "within" judges every row, so the largest error is said beside the mean
+            return (f"mean {g['mean_abs_error' + suffix]:.1%}, largest {g['max_abs_error' + suffix]:.1%}: "
+                    + (f"every row within {tol:.0%}" if g["within" + suffix] else f"not every row within {tol:.0%}"))
 
         has_profile = check["mean_abs_error_profile"] is not None
         print(f"held-out check on {args.check}: mean |error| {check['mean_abs_error']:.1%} with the straight line"
@@ -138,7 +140,7 @@ def main(args) -> int:
                  if check["retest_mean_abs_difference"] is not None else ""))
         for g in check["by_concurrency"]:
             if g["measure"] == "tpot":
-                print(f"  time per output token, {g['batch_size']:g} sequences: mean |error| {error_text(g)}"
+                print(f"  time per output token, {g['batch_size']:g} sequences: |error| {error_text(g)}"
                       + (f"; profile {error_text(g, '_profile')}" if has_profile else ""))
     print(f"\nsnippet: {out / 'step.toml'}  report: {report}" + (f"  profile: {out / profile_name}" if profile_name else ""))
     return 0

@@ -13,7 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from simlab.commands.common import capacity_check, out_dir, positive, scenario_options
+from simlab.commands.common import (
+    MAX_SEEDS, at_most, both_classes, capacity_check, nonnegative, out_dir, positive, scenario_options,
+)
+from simlab.errors import InputError
 
 
 def register(sub) -> None:
@@ -36,12 +39,20 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
+    both_classes(scenario, "decide")
+    if args.trials is not None:
+        nonnegative(args.trials, "--trials", " (0 skips tuning)")
+    n = args.replications if args.replications is not None else scenario.tune.holdout_seeds
+    if n < 2:  # as [tune] holdout_seeds: the rule's paired CIs need two seeds at least
+        raise InputError(None, "--replications", f"must be at least 2: the decision's confidence intervals need two "
+                         f"held-out seeds or more (found {n})")
+    at_most(n, MAX_SEEDS, "--replications", "one run per seed, arm and condition")
 
     from simlab.atomic import atomic_write_text
     from simlab.commands import tune as tune_cmd
     from simlab.decision.answer import answer, judge_conditions, save_decision
     from simlab.decision.ab import FRONTIER_COLUMNS
-    from simlab.decision.frontier import Spec, frontier_specs, measure, production_options
+    from simlab.decision.frontier import Spec, caps_note, frontier_specs, measure, production_options
     from simlab.decision.rule import P95, THR, Arm
     from simlab.experiments.tables import csv_text
     from simlab.policies import options_from_dict
@@ -60,6 +71,8 @@ def main(args) -> int:
     specs = frontier_specs(base) + [Spec("adaptive-defaults", base.with_changes(policy="adaptive"), "adaptive"),
                                     Spec("priority", base.with_changes(policy="priority"), "baseline"),
                                     Spec("unscheduled", base.with_changes(policy="unscheduled"), "baseline")]
+    if (note := caps_note(base)) is not None:
+        print(f"warning: {note}", file=sys.stderr)
     tuned_note = "not tuned (--trials 0)"
     if trials > 0:
         # tuning searches on the search conditions x search seeds; held-out conditions never enter it
@@ -79,7 +92,6 @@ def main(args) -> int:
             specs.append(Spec("adaptive-tuned-lowest-p95", low, "adaptive"))
 
     first = scenario.tune.holdout_first_seed
-    n = positive(args.replications if args.replications is not None else scenario.tune.holdout_seeds, "--replications")
     seeds = list(range(first, first + n))
     m = measure(scenario, specs, held, seeds, out / "heldout", workers, not args.quiet,
                 scheduler=args.scheduler_address)

@@ -7,6 +7,8 @@ from textwrap import fill
 
 from simlab.errors import InputError
 
+MAX_BINS = 100_000  # rate bins or piecewise steps a user's --bin or --step may cut the log into
+
 EPILOG = """\
 log formats (CSV or JSON Lines, recognised by their column names):
   generic    arrival_ms, and kind, service_ms, prompt_tokens, output_tokens (any of them)
@@ -66,22 +68,33 @@ def main(args) -> int:
 
     if args.validate_seeds < 2 and not args.no_validate:
         raise InputError(None, "--validate-seeds", f"must be at least 2 (found {args.validate_seeds})")
-    if args.slo_ms is not None and not args.slo_ms > 0:
-        raise InputError(None, "--slo-ms", f"must be positive (found {args.slo_ms})")
+    from simlab.commands.common import MAX_SEEDS, at_most, finite_positive
+
+    if args.slo_ms is not None:
+        finite_positive(args.slo_ms, "--slo-ms")
+    at_most(args.validate_seeds, MAX_SEEDS, "--validate-seeds", "one simulation per seed")
     mapping, classes = parse_map(args.mapping), parse_classes(args.classes)
     log = read_log(args.log, mapping, classes, args.default_class)
-    from simlab.calibration.fit import fit_log, parse_duration_ms
+    from simlab.outputs import default_folder, output_folder
+    from simlab.scenario import load_scenario
+
+    if args.template:
+        load_scenario(args.template)  # a bad template stops the command here, before anything is fitted or written
+    from simlab.calibration.fit import fit_log, format_span, parse_duration_ms
 
     bin_ms = None if args.bin == "auto" else parse_duration_ms(args.bin, "--bin")
     step_ms = None if args.step == "auto" else parse_duration_ms(args.step, "--step")
+    for flag, ms in (("--bin", bin_ms), ("--step", step_ms)):
+        if ms is not None and log.span_ms / ms > MAX_BINS:  # each is a rate in the tables, the step also in the TOML
+            raise InputError(None, flag, f"{getattr(args, flag[2:])!r} cuts the log's {format_span(log.span_ms)} into "
+                             f"more than {MAX_BINS:,} bins; give a longer duration")
+    out = output_folder(args.out) if args.out else output_folder(default_folder("fit", Path(args.log).stem), None)
 
     fit = fit_log(log, bin_ms, args.dist, args.arrivals, step_ms)
     from simlab.calibration.report import summary_lines, write_report
     from simlab.calibration.scenario_writer import write_scenario
     from simlab.calibration.validate import validate
-    from simlab.scenario import load_scenario
 
-    out = Path(args.out) if args.out else Path("results") / "fit" / Path(args.log).stem
     scenario_path, notes = write_scenario(fit, out, args.name, args.template, args.slo_ms)
     val = None
     if not args.no_validate:

@@ -84,7 +84,9 @@ def main(args) -> int:
         raise InputError(None, "--rounds", f"must be at least 1 (found {args.rounds})")
     if not args.max_seconds > 0:
         raise InputError(None, "--max-seconds", f"must be positive (found {args.max_seconds:g})")
-    out = Path(args.out)
+    from simlab.outputs import output_folder
+
+    out = output_folder(args.out)
     print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, outputs {outputs} tokens, "
           f"{args.rounds} round(s)")
     try:

@@ -37,7 +37,10 @@ def main(args) -> int:
             warn(f"{args.options}: {w}")
     else:
         options = options_from_dict({**ARTICLE_DEFAULTS, "policy": args.policy or "adaptive"}, "article defaults")
+    from simlab.outputs import output_file
+
     tasks, _ = read_trace(args.trace)
+    output_file(args.out)
     result = replay(tasks, options)
     write_replay(result, args.out)
     stranded = result.stranded

@@ -16,6 +16,10 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    run_seeds = seeds(args, scenario, default_replications=1)
+    workers = positive(args.workers, "--workers")
+    options = scenario_options(scenario, args.options, args.policy)
+    out = out_dir(args, scenario, f"run-{options.policy}")
     capacity_check(scenario)
 
     from simlab.atomic import atomic_write_text
@@ -23,12 +27,8 @@ def main(args) -> int:
     from simlab.experiments.runner import Job, run_jobs
     from simlab.experiments.tables import csv_text, fmt_num, text_table
 
-    options = scenario_options(scenario, args.options, args.policy)
-    out = out_dir(args, scenario, f"run-{options.policy}")
-    jobs = [Job(options.policy, options, s, keep_tasks=True, tasks_format=args.tasks)
-            for s in seeds(args, scenario, default_replications=1)]
-    rows = run_jobs(scenario, jobs, out, positive(args.workers, "--workers"), progress=not args.quiet,
-                    scheduler=args.scheduler_address)
+    jobs = [Job(options.policy, options, s, keep_tasks=True, tasks_format=args.tasks) for s in run_seeds]
+    rows = run_jobs(scenario, jobs, out, workers, progress=not args.quiet, scheduler=args.scheduler_address)
     atomic_write_text(out / "summary.csv", csv_text(rows, SUMMARY_COLUMNS))
     cols = ["seed", "interactive_p50_ms", "interactive_p95_ms", "interactive_p99_ms", "batch_completed",
             "batch_throughput_per_min", "max_in_flight", "stranded"]

@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from simlab.commands.common import bound_warning, capacity_check, out_dir, positive, scenario_options, warn
+from simlab.commands.common import (
+    both_classes, bound_warning, capacity_check, out_dir, positive, scenario_options, warn,
+)
 from simlab.errors import InputError
 
 
@@ -36,6 +38,7 @@ def main(args) -> int:
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
+    both_classes(scenario, "tune")
     if getattr(args, "calibration", None):
         scenario = with_calibration(scenario, args.calibration)
     return run(scenario, args)[0]
@@ -43,12 +46,12 @@ def main(args) -> int:
 
 def with_calibration(scenario, where: str):
     """The scenario with calibrate's threshold ranges in [tune.bounds] (the scenario's own bounds win)."""
-    from simlab.errors import read_text
+    from simlab.errors import CONFIG_MAX_BYTES, read_text
 
     path = Path(where)
     path = path / "tune-bounds.json" if path.is_dir() else path
     try:
-        ranges = json.loads(read_text(path, "calibration file", "tune-bounds.json from `simlab calibrate`"))
+        ranges = json.loads(read_text(path, "calibration file", "tune-bounds.json from `simlab calibrate`", CONFIG_MAX_BYTES))
         bounds = {str(k): (float(v[0]), float(v[1])) for k, v in ranges.items()}
     except (ValueError, TypeError, IndexError, AttributeError) as exc:
         raise InputError(path, None, f"not a tune-bounds.json written by `simlab calibrate` ({exc})") from None

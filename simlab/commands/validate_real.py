@@ -60,7 +60,7 @@ def main(args) -> int:
 
     from simlab.atomic import atomic_write_text
     from simlab.experiments.tables import csv_text
-    from simlab.policies import POLICY_NAMES, load_options
+    from simlab.policies import load_options
     from simlab.runtime import compare as cmp
     from simlab.runtime.client import ServerError, loopback_url
     from simlab.runtime.hostcpu import CpuProbe, CpuUse
@@ -75,14 +75,15 @@ def main(args) -> int:
     if scenario.backend.kind != "continuous-batching":
         raise InputError(scenario.path, "backend.kind", "validate-real needs a continuous-batching backend "
                          f"(calibrated with `simlab loadtest`), found {scenario.backend.kind!r}")
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    bad = [p for p in policies if p not in POLICY_NAMES]
-    if bad or not policies:
-        raise InputError(None, "--policies", f"unknown policy {bad[0] if bad else '(none)'}; known: {', '.join(POLICY_NAMES)}")
+    from simlab.commands.common import policy_list
+
+    policies = policy_list(args.policies)
     if args.repeats < 1:
         raise InputError(None, "--repeats", f"must be at least 1 (found {args.repeats})")
     if not args.time_scale > 0:
         raise InputError(None, "--time-scale", f"must be positive (found {args.time_scale:g})")
+    if args.seed is not None and args.seed < 0:
+        raise InputError(None, "--seed", f"must be 0 or more (found {args.seed})")
     seed = args.seed if args.seed is not None else scenario.experiment.seed
     tasks = scenario_tasks(scenario, seed, args.time_scale, args.until_ms)
     if not tasks:
@@ -94,7 +95,12 @@ def main(args) -> int:
     if bad:
         raise InputError(None, "--node-policies", f"{bad[0]} is not among --policies ({', '.join(policies)})")
     options = {p: (load_options(args.options, p) if args.options else scenario.options(p)) for p in policies}
-    out = Path(args.out) if args.out else Path("results") / "validate-real" / scenario.name
+    for p, o in options.items():  # the runtime scheduler refuses options under which a submit could wait forever
+        if (why := o.waits_forever()) is not None:
+            raise InputError(args.options or scenario.path, None if args.options else "scheduler", f"policy {p}: {why}")
+    from simlab.outputs import default_folder, output_folder
+
+    out = output_folder(args.out) if args.out else output_folder(default_folder("validate-real", scenario.name), None)
     n_i = sum(t.interactive for t in tasks)
     header = [
         f"- scenario `{scenario.name}` ({Path(args.scenario).name}), seed {seed}: {len(tasks)} requests "
@@ -250,11 +256,11 @@ def _with_backend(scenario, path):
 
     from pydantic import ValidationError
 
-    from simlab.errors import read_text
+    from simlab.errors import CONFIG_MAX_BYTES, read_text
     from simlab.scenario import Backend
 
     try:
-        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet"))
+        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet", CONFIG_MAX_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, None, f"not valid TOML ({exc})") from None
     if "backend" not in data:

@@ -49,8 +49,53 @@ class Spec:
     family: str  # static | adaptive | baseline
 
 
+FULL_SWEEP_CAPS = 64  # every static cap up to this one is measured (the bundled scenarios stay within it)
+SAMPLED_CAPS = 32  # beyond it, this many more, spaced geometrically up to maxConcurrency - 1
+
+
+def _ceil_root(x: int, n: int) -> int:
+    """The least integer c with c ** n >= x (exact integer arithmetic: the same caps on every machine)."""
+    lo, hi = 1, 1 << (x.bit_length() // n + 1)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if mid**n >= x:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def static_caps(base: SchedulerOptions) -> list[int]:
-    return list(range(1, (base.max_concurrency or 2)))
+    """The static caps the frontier measures: every cap 1..maxConcurrency-1 up to FULL_SWEEP_CAPS; above that,
+    every cap to FULL_SWEEP_CAPS, SAMPLED_CAPS more spaced geometrically up to maxConcurrency-1 (always included),
+    and the options' own batchMaxConcurrency. A function of the options alone (not of --workers)."""
+    top = (base.max_concurrency or 2) - 1
+    if top <= FULL_SWEEP_CAPS:
+        return list(range(1, top + 1))
+    caps = set(range(1, FULL_SWEEP_CAPS + 1))
+    n, f = SAMPLED_CAPS, FULL_SWEEP_CAPS
+    caps |= {_ceil_root(f ** (n - k) * top**k, n) for k in range(1, n + 1)}  # ceil(f * (top / f) ** (k / n))
+    own = base.batch_max_concurrency
+    if own is not None and 1 <= own <= top:
+        caps.add(own)
+    return sorted(caps)
+
+
+def caps_note(base: SchedulerOptions) -> str | None:
+    """A warning when the frontier samples the caps rather than measuring every one; None when it measures all."""
+    caps, top = static_caps(base), (base.max_concurrency or 2) - 1
+    if len(caps) == top:
+        return None
+    return (f"maxConcurrency = {top + 1:,}: the static frontier measures {len(caps)} of the {top:,} caps 1..{top:,} "
+            f"(every cap up to {FULL_SWEEP_CAPS}, then {SAMPLED_CAPS} spaced geometrically up to {top:,}, and "
+            f"the options' own batchMaxConcurrency), not every one")
+
+
+def caps_swept(base: SchedulerOptions) -> str:
+    """What the frontier measured, for a sentence: 'static caps 1..7 swept', or how many of them."""
+    top = (base.max_concurrency or 2) - 1
+    n = len(static_caps(base))
+    return f"static caps 1..{top} swept" if n == top else f"{n} static caps of 1..{top:,} swept"
 
 
 def frontier_specs(base: SchedulerOptions) -> list[Spec]:

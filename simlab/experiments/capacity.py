@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simlab.scenario import (
-    ClosedLoop, Constant, Diurnal, Empirical, Exponential, Lognormal, Piecewise, Poisson, Scenario, Trace, Uniform,
+    ClosedLoop, Constant, Diurnal, Empirical, Exponential, Lognormal, Piecewise, Poisson, Resampled, Scenario, Trace,
+    Uniform,
 )  # fmt: skip
 
 Z95 = 1.6448536269514722
@@ -144,6 +145,11 @@ def offers(scenario: Scenario) -> list[Offer]:
             svc = service if math.isfinite(service) else _token_service(tt, prompt, output)
             cycle = think + (svc if math.isfinite(svc) else 0.0)
             rate = arr.users / cycle * 1000 if cycle > 0 else math.inf
+        elif isinstance(arr, Resampled):  # blocks of the log's own window: its mean rate over the span resampled
+            from simlab.world.workloads import resampled_log
+
+            span = arr.span_ms or scenario.duration_ms
+            rate = float(np.count_nonzero(resampled_log(arr, scenario) < span)) / span * 1000
         elif hasattr(arr, "count"):  # a burst of interactive requests: its mean rate over the duration
             at = arr.at_ms if isinstance(arr.at_ms, list) else [arr.at_ms]
             rate = arr.count * len(at) / scenario.duration_ms * 1000

@@ -1,9 +1,11 @@
 """Run many (policy, seed) simulations in parallel processes, each saved on its own so a rerun resumes.
 
 Every job writes its files atomically and `run.json` last; a rerun skips jobs whose `run.json` carries the
-same key: the scenario's settings, the bytes of every file it points at, the options, seed, variant and
-simlab's code (simlab.fingerprint). Results are gathered in job order, so the
-output does not depend on the number of workers or on which job finished first.
+same key: the scenario's settings, the bytes of every file it points at, the options, seed, variant,
+simlab's code and the versions of the libraries that compute a run (simlab.fingerprint), and whose folder
+still holds the files this job asks for (a run kept with `--tasks none` has no per-task file for a later
+`--tasks csv`). Results are gathered in job order, so the output does not depend on the number of workers
+or on which job finished first.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from simlab import fingerprint
 from simlab.atomic import atomic_open, atomic_write_text
 from simlab.experiments.metrics import summarize
+from simlab.experiments.runfiles import TASK_FILES
 from simlab.experiments.tables import csv_cell
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
@@ -61,8 +64,25 @@ def job_key(scenario: Scenario, job: Job) -> str:
             "seed": job.seed,
             "variant": job.variant,
             "code": fingerprint.code_fingerprint(),
+            "libraries": fingerprint.library_versions(),
         }
     )
+
+
+def _outputs(job: Job, files: list[str]) -> dict:
+    return {"tasks_format": job.tasks_format if job.keep_tasks else None, "files": files}
+
+
+def _has_outputs(saved: dict, job: Job, run_dir: Path) -> bool:
+    """Whether a finished run's folder holds what `job` asks for: nothing beyond the metrics, or its time series
+    and (unless --tasks none) the per-task file in the format asked for, still on disk."""
+    if not job.keep_tasks:
+        return True
+    outputs = saved.get("outputs") or {}
+    files = outputs.get("files") or []
+    if "series.csv" not in files or not all((run_dir / name).is_file() for name in files):
+        return False
+    return job.tasks_format == "none" or outputs.get("tasks_format") == job.tasks_format
 
 
 def write_tasks(result: SimResult, run_dir: Path, fmt: str = "auto") -> Path | None:
@@ -89,7 +109,7 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
         if done.is_file():
             try:
                 saved = json.loads(done.read_text())
-                if saved.get("key") == key:
+                if saved.get("key") == key and _has_outputs(saved, job, run_dir):
                     return saved["metrics"]
             except (json.JSONDecodeError, KeyError):
                 pass  # a damaged marker: run again
@@ -102,12 +122,19 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
     metrics["policy"] = job.label
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
+        files = []
         if job.keep_tasks:
-            if not summary_only:
-                write_tasks(result, run_dir, job.tasks_format)
+            written = None if summary_only else write_tasks(result, run_dir, job.tasks_format)
+            if written is None:  # --tasks none: an older run's per-task file must not pass for this run's
+                for stale in TASK_FILES:
+                    (run_dir / stale).unlink(missing_ok=True)
+            else:
+                files.append(written.name)
             write_series(result, run_dir / "series.csv")
+            files.append("series.csv")
         record = {"key": key, "label": job.label, "seed": job.seed, "variant": job.variant,
-                  "options": job.options.to_json_dict(), "backend": result.backend_stats, "metrics": metrics}
+                  "options": job.options.to_json_dict(), "backend": result.backend_stats, "metrics": metrics,
+                  "outputs": _outputs(job, files)}
         atomic_write_text(run_dir / "run.json", json.dumps(record, indent=1, sort_keys=True, default=_json_default))
     return metrics
 
@@ -164,7 +191,12 @@ def _on_dask(scheduler, args: list[tuple]):
         from simlab.errors import InputError
 
         raise InputError(None, "--scheduler-address", "needs the dask extra: pip install 'simlab[dask]'") from None
-    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    except (OSError, ValueError, TypeError) as exc:  # unreachable (distributed waits 30 s), or not an address
+        from simlab.errors import InputError
+
+        raise InputError(None, "--scheduler-address", f"cannot reach a Dask scheduler at {scheduler!r} ({exc})") from None
     try:
         futures = client.map(_execute_args, args, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from simlab.errors import InputError, did_you_mean, read_text
+from simlab.errors import CONFIG_MAX_BYTES, InputError, did_you_mean, read_text
 
 POLICY_NAMES = ("unscheduled", "fifo", "priority", "static", "adaptive")
 
@@ -93,6 +93,18 @@ class SchedulerOptions(BaseModel):
             )
         return out
 
+    def waits_forever(self) -> str | None:
+        """Why a submit of some class could wait forever under these options (None when none can): what a live
+        scheduler (simlab.runtime.Scheduler) refuses, while a simulation only warns and counts stranded tasks."""
+        if self.policy in ("static", "adaptive") and self.batch_max_concurrency == 0:
+            return ("batchMaxConcurrency = 0: no batch request could ever start, so every batch submit would wait "
+                    "forever; set batchMaxConcurrency to 1 or more")
+        if self.policy == "adaptive" and self.batch_min_concurrency == 0 and not self.recheck_on_expiry:
+            return ("batchMinConcurrency = 0 without recheckOnExpiry: once pressure drives the batch cap to 0, queued "
+                    "batch submits wait until another request arrives or ends, forever if none does; set "
+                    "batchMinConcurrency to 1 or more, or recheckOnExpiry to true")
+        return None
+
     def to_json_dict(self) -> dict:
         """The production scheduler's shape: camelCase, unset keys left out."""
         return self.model_dump(by_alias=True, exclude_none=True)
@@ -126,7 +138,7 @@ def options_from_dict(data: object, source: str | Path | None = None, where: str
 def load_options(path: str | Path, policy: str | None = None) -> SchedulerOptions:
     """Read an options JSON file (e.g. `best-options.json`); `policy` overrides the file's `policy` key."""
     path = Path(path)
-    text = read_text(path, "options file", "a JSON object of scheduler options")
+    text = read_text(path, "options file", "a JSON object of scheduler options", CONFIG_MAX_BYTES)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

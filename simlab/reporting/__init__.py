@@ -32,6 +32,7 @@ def build_report(dirs: list[str], out: str | None = None, title: str | None = No
     """Read `dirs`, write the HTML and Markdown reports; returns their paths and a summary for the terminal."""
     from simlab.atomic import atomic_write_text
     from simlab.errors import InputError
+    from simlab.outputs import output_file
     from simlab.reporting.collect import collect
     from simlab.reporting.page import build_document
     from simlab.reporting.html import render_html
@@ -40,6 +41,8 @@ def build_report(dirs: list[str], out: str | None = None, title: str | None = No
     sources = collect(dirs)
     html_path, md_path = output_paths(dirs, out, sources[0].path)
     html_path, md_path = html_path.absolute(), md_path.absolute()
+    for target in (html_path, md_path):
+        output_file(target, "--out" if out else None)  # a folder, or not writable: exit 2 before anything is built
     own = {(s.path / n).resolve() for s in sources for n in ("report.md", "report.html")}
     for target in (html_path, md_path):
         if target.resolve() in own:  # never overwrite a command's own report

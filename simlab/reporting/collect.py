@@ -37,7 +37,8 @@ class Source:
 
 
 def _is_output(path: Path) -> bool:
-    return (path / records.RESULT_FILE).is_file()
+    # exists, not is_file: a result.json that is a FIFO, a device or a folder is then refused by name when read
+    return (path / records.RESULT_FILE).exists()
 
 
 def _unfinished(path: Path) -> str | None:

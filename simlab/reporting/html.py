@@ -12,7 +12,7 @@ import re
 import struct
 from html import escape
 
-from simlab.errors import InputError
+from simlab.errors import RECORD_MAX_BYTES, InputError, read_bytes
 from simlab.reporting.document import (BAD, CAPACITY, FAIL, GOOD, PASS, Badges, Bullets, Callout, Cell, Code, Contents,
                                        Document, Figure, Heading, Paragraph, Table, plain)
 
@@ -174,10 +174,7 @@ def png_size(data: bytes, path) -> tuple[int, int]:
 
 
 def _figure(f: Figure) -> str:
-    try:
-        data = f.path.read_bytes()
-    except OSError as exc:
-        raise InputError(f.path, None, f"cannot be read ({exc})") from None
+    data = read_bytes(f.path, "figure", RECORD_MAX_BYTES)  # a regular file, of a bounded size
     w, h = png_size(data, f.path)
     uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
     src = f"{f.source}figures/{f.path.name}" if f.path.parent.name == "figures" else f"{f.source}{f.path.name}"

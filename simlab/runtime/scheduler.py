@@ -46,6 +46,9 @@ class Snapshot:
 
 class Scheduler:
     def __init__(self, options: SchedulerOptions, *, window_ms: float | None = None):
+        """ValueError for options under which a submit could wait forever (`SchedulerOptions.waits_forever`)."""
+        if (why := options.waits_forever()) is not None:
+            raise ValueError(f"simlab.runtime.Scheduler refuses these options: {why}")
         self.options = options
         self._loop: asyncio.AbstractEventLoop | None = None
         self.policy = make_policy(options, self._now)

@@ -113,7 +113,10 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         # SQLAlchemy 2.1 reads plain postgresql:// as psycopg 3; simlab ships psycopg2
         driver_url = "postgresql+psycopg2://" + url.split("://", 1)[1]
     if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(None, "--storage", f"cannot make the folder of {_redact(url)} ({exc.strerror})") from None
         kwargs = {"connect_args": {"timeout": 120}}
     elif url.startswith("postgresql"):
         kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}

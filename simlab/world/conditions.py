@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simlab.errors import InputError
 from simlab.scenario import ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, Trace
 
 
@@ -79,11 +80,39 @@ def conditions_of(scenario: Scenario) -> list[Condition]:
     return out
 
 
+def _check(scenario: Scenario, every: list[Condition]) -> None:
+    """What [conditions] says must take effect: no entry twice, none that changes nothing, `search` leaving at
+    least one condition held out. An InputError at the key otherwise (never a silent clamp or drop)."""
+    c = scenario.conditions
+    for key in ("time_shifts_ms", "load", "batch_at_ms", "diurnal"):
+        values = getattr(c, key)
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise InputError(scenario.path, f"conditions.{key}", f"{twice[0]:g} is given twice")
+    if (c.time_shifts_ms or c.resamples) and not any(isinstance(w.arrivals, Trace) for w in scenario.workload):
+        key = "time_shifts_ms" if c.time_shifts_ms else "resamples"
+        raise InputError(scenario.path, f"conditions.{key}", "shifts and resamples act on trace workloads, and no "
+                         "workload replays a trace")
+    if c.diurnal and not any(w.kind == "interactive" and not isinstance(w.arrivals, ClosedLoop)
+                             for w in scenario.workload):
+        raise InputError(scenario.path, "conditions.diurnal", "a diurnal profile thins open-loop interactive "
+                         "arrivals, and no interactive workload is open-loop")
+    names = ", ".join(x.name for x in every)
+    if len(every) == 1 and c.search > 1:
+        raise InputError(scenario.path, "conditions.search", f"is {c.search}, but there is 1 condition ({names}: the "
+                         "scenario itself); list more in [conditions] (load, batch_at_ms, ...) or set search = 1")
+    if len(every) > 1 and c.search > len(every) - 1:
+        raise InputError(scenario.path, "conditions.search", f"is {c.search}, but there are {len(every)} conditions "
+                         f"({names}) and one at least must be held out: "
+                         + ("search must be 1" if len(every) == 2 else f"search can be 1 to {len(every) - 1}"))
+
+
 def split(scenario: Scenario) -> tuple[list[Condition], list[Condition]]:
     """(search conditions, held-out conditions): disjoint whenever there are two conditions or more (the
     search keeps at least one out). With a single condition it is both, and only held-out seeds hold out."""
     every = conditions_of(scenario)
+    _check(scenario, every)
     if len(every) == 1:
         return every, every
-    n = min(scenario.conditions.search, len(every) - 1)
+    n = scenario.conditions.search
     return every[:n], every[n:]

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from simlab.errors import InputError
+from simlab.errors import DATA_MAX_BYTES, InputError, open_bytes
 from simlab.scenario import Constant, Empirical, Exponential, Lognormal, Uniform
 
 Z95 = 1.6448536269514722  # standard normal 95th percentile
@@ -39,7 +39,10 @@ empirical_values.cache_clear = lambda: _empirical_values.cache_clear()
 def _empirical_values(path: Path, column: str, stamp) -> np.ndarray:
     import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     try:
-        frame = pd.read_csv(path)
+        with open_bytes(path, "empirical distribution file", DATA_MAX_BYTES) as handle:
+            frame = pd.read_csv(handle)
+    except InputError:
+        raise
     except Exception as exc:  # pandas raises many types for a bad file
         raise InputError(path, None, f"cannot read CSV ({exc})") from None
     if column not in frame.columns:

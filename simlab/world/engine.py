@@ -82,7 +82,8 @@ class Engine:
         self.recorder = Recorder(workload, summary)
         self._in_flight: dict[int, Task] = {}  # dispatched, not ended: recorded as unfinished if the run stops
         self._wake_at = None
-        self._created = 0  # closed-loop tasks: the event budget
+        self._created = 0  # closed-loop tasks: with the open-loop ones, the event budget (max_tasks)
+        self._closed_budget = scenario.max_tasks  # closed-loop tasks allowed beside the open-loop ones (set in run)
         self._rows: list[tuple] = []
         self.sample_ms = scenario.sample_ms or max(100.0, scenario.duration_ms / 1500.0)
 
@@ -230,7 +231,7 @@ class Engine:
             if not user.more(env.now):
                 return
             self._created += 1
-            if self._created & 0x3FFF == 0 or self._created > self.scenario.max_tasks:
+            if self._created & 0x3FFF == 0 or self._created > self._closed_budget:
                 self._check_budget(user.workload)
             task = user.make_task(env.now)
             task.payload = done = env.event()
@@ -241,16 +242,17 @@ class Engine:
     def _check_budget(self, workload) -> None:
         # Past the budget, or on pace to pass it tenfold before the arrivals end: stop now, not in minutes.
         budget, now = self.scenario.max_tasks, self.env._now
-        pace = self._created * self.scenario.duration_ms / max(now, 1e-9)
-        if self._created > budget or pace > 10 * budget:
+        pace = self._n_arrivals + self._created * self.scenario.duration_ms / max(now, 1e-9)
+        if self._created > self._closed_budget or pace > 10 * budget:
             raise _Endless(workload)
 
     def _endless(self, workload) -> InputError:
         wi = next(i for i, w in enumerate(self.scenario.workload) if w is workload)
         where = f"workload[{wi}].arrivals"
+        beside = f" (beside {self._n_arrivals:,} open-loop tasks)" if self._n_arrivals else ""
         return InputError(
             self.scenario.path, where,
-            f"closed-loop users sent {self._created:,} requests by {self.env.now:.3g} ms of simulated time, on pace "
+            f"closed-loop users sent {self._created:,} requests{beside} by {self.env.now:.3g} ms of simulated time, on pace "
             f"to exceed max_tasks = {self.scenario.max_tasks:,} (the event budget): think and service times near "
             "zero would keep the run going for hours. Give think or service a longer time, set requests_per_user, "
             "or raise max_tasks.",
@@ -291,6 +293,10 @@ class Engine:
         self._interactive = np.ascontiguousarray(w.interactive, dtype=bool).tobytes()
         self._tokens = (_doubles(w.prompt_tokens), _doubles(w.output_tokens)) if w.prompt_tokens is not None else None
         self._n_arrivals = len(w)
+        if self._n_arrivals > self.scenario.max_tasks:  # tasks given by the caller (drawn ones are checked as drawn)
+            raise InputError(self.scenario.path, "max_tasks", f"{self._n_arrivals:,} open-loop tasks, more than "
+                             f"max_tasks = {self.scenario.max_tasks:,} (the event budget, which counts every task)")
+        self._closed_budget = self.scenario.max_tasks - self._n_arrivals
         self._kinds = (BATCH, INTERACTIVE)
         # Every task timed, none by tokens: the common case, with no per-arrival checks.
         self._plain = self._tokens is None and self._service_ms is not None and not np.isnan(w.service_ms).any()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simlab.errors import InputError
+from simlab.errors import DATA_MAX_BYTES, InputError, open_bytes
 from simlab.policies.base import BATCH, INTERACTIVE, Task
 from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Resampled, Scenario, Trace, Workload
 from simlab.traces import read_trace
@@ -107,7 +107,10 @@ def read_azure(path: Path) -> pd.DataFrame:
     """The Azure LLM inference trace: TIMESTAMP, ContextTokens, GeneratedTokens -> arrival_ms, tokens."""
     import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     try:
-        frame = pd.read_csv(path, dtype=str)
+        with open_bytes(path, "trace file", DATA_MAX_BYTES) as handle:
+            frame = pd.read_csv(handle, dtype=str)
+    except InputError:
+        raise
     except Exception as exc:
         raise InputError(path, None, f"cannot read CSV ({exc})") from None
     missing = [c for c in ("TIMESTAMP", "ContextTokens", "GeneratedTokens") if c not in frame.columns]
@@ -191,17 +194,25 @@ def block_bootstrap(frame: pd.DataFrame, block_ms: float, span_ms: float, rng: n
     return out.sort_values("arrival_ms", kind="stable").reset_index(drop=True)
 
 
-def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
-    """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+def resampled_log(spec: Resampled, scenario: Scenario) -> np.ndarray:
+    """The log's own arrival times (the `arrival_ms` column), checked: finite, >= 0, at least one."""
     import pandas as pd
     path = scenario.resolve(spec.file)
     try:
-        frame = pd.read_csv(path, usecols=["arrival_ms"])
+        with open_bytes(path, "arrivals file", DATA_MAX_BYTES) as handle:
+            frame = pd.read_csv(handle, usecols=["arrival_ms"])
         times = pd.to_numeric(frame["arrival_ms"], errors="raise").to_numpy(dtype=float)
     except (ValueError, KeyError, OSError) as exc:
         raise InputError(path, None, f"expected one numeric column arrival_ms ({exc})") from None
     if len(times) == 0 or (times < 0).any() or not np.isfinite(times).all():
         raise InputError(path, "arrival_ms", "expected at least one finite arrival time >= 0 (ms)")
+    return times
+
+
+def resampled_times(spec: Resampled, scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
+    """The log's arrival times, block-bootstrapped with this seed's stream (bursts shorter than a block survive)."""
+    import pandas as pd
+    times = resampled_log(spec, scenario)
     span = spec.span_ms or scenario.duration_ms
     out = block_bootstrap(pd.DataFrame({"arrival_ms": np.sort(times)}), spec.block_ms, span, rng)
     return out["arrival_ms"].to_numpy(dtype=float)
@@ -259,12 +270,60 @@ def open_loop_tasks(scenario: Scenario, seed: int) -> list[Task]:
     return tasks
 
 
+# --- the event budget ------------------------------------------------------------------------------------------
+def expected_open_loop(scenario: Scenario) -> tuple[float, float]:
+    """A lower bound of the mean number of open-loop tasks the generated arrival processes (Poisson, piecewise,
+    diurnal, bursts) draw, and its standard deviation, before drawing them. A lower bound (a diurnal swing counted
+    at its trough), so that refusing on it never refuses a draw that could fit. Traces and resampled logs, bounded
+    by their files, are not counted here."""
+    mean = var = 0.0
+    for w in scenario.workload:
+        a = w.arrivals
+        if isinstance(a, Poisson):
+            end = a.end_ms if a.end_ms is not None else scenario.duration_ms
+            m = a.rate_per_s / 1000.0 * max(0.0, end - a.start_ms)
+        elif isinstance(a, Piecewise):
+            rates, end = a.rates_per_s, scenario.duration_ms
+            whole = int(end // a.step_ms)  # steps wholly before the end; the pattern repeats
+            cycles, rest = divmod(whole, len(rates))
+            m = ((cycles * sum(rates) + sum(rates[:rest])) * a.step_ms
+                 + rates[rest % len(rates)] * (end - whole * a.step_ms)) / 1000.0
+        elif isinstance(a, Diurnal):
+            m = a.mean_rate_per_s * (1 - a.amplitude) / 1000.0 * scenario.duration_ms
+        elif isinstance(a, Burst):
+            m = float(a.count * (len(a.at_ms) if isinstance(a.at_ms, list) else 1))
+        else:
+            continue
+        factor = w.load * (1 - w.diurnal_amplitude)  # superposed copies, and a diurnal swing at its trough
+        mean += m * factor
+        var += m * max(factor, factor**2)  # Poisson counts; thinning and copies of a draw (generous for a burst)
+    return mean, math.sqrt(var)
+
+
+def _over_budget(scenario: Scenario, count: str) -> InputError:
+    return InputError(
+        scenario.path, "max_tasks",
+        f"the open-loop arrivals {count}, more than max_tasks = {scenario.max_tasks:,} (the event budget, which "
+        "counts every task): shorten duration_ms, lower the rates or counts, or raise max_tasks",
+    )
+
+
+def check_budget(scenario: Scenario) -> None:
+    """Refuse, before drawing, arrivals that would certainly exceed max_tasks (their mean 10 standard deviations
+    above it): a day at a million requests per second must not be drawn to find out."""
+    mean, sd = expected_open_loop(scenario)
+    if mean - 10 * sd > scenario.max_tasks:
+        raise _over_budget(scenario, f"would number about {mean:,.0f}")
+
+
 def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
-    """All open-loop tasks of all workloads as columns, sorted by arrival.
+    """All open-loop tasks of all workloads as columns, sorted by arrival; more than max_tasks is an InputError
+    (checked on the expected count before drawing, and on the count drawn).
 
     Ties keep a trace file's row order (so a trace split into classes replays exactly as `simlab replay`),
     then workload key (not file order: reordering blocks changes nothing), then draw order.
     """
+    check_budget(scenario)
     parts: list[dict] = []
     keys = workload_keys(scenario)
     rank = {k: r for r, k in enumerate(sorted(keys))}
@@ -315,6 +374,9 @@ def open_loop_columns(scenario: Scenario, seed: int) -> Arrivals:
                       "output": pick(output), "ids": ids, "rows": rows, "number": src,
                       "copy": copy if copies else None, "wi": rank[wkey], "label": label,
                       "interactive": w.kind == INTERACTIVE})
+        drawn = sum(len(p["times"]) for p in parts)
+        if drawn > scenario.max_tasks:  # counted as drawn, before the columns are joined (the peak of memory)
+            raise _over_budget(scenario, f"number {drawn:,} or more at seed {seed}")
     return _merge(parts)
 
 

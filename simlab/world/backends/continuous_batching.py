@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import csv
 import heapq
+import io
 import math
 from collections import deque
 
 import numpy as np
 
-from simlab.errors import InputError
+from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
 from simlab.scenario import StepTime
 from simlab.world.backends.base import Backend
 from simlab.world.events import fire_at
@@ -292,11 +293,11 @@ class ContinuousBatchingBackend(Backend):
 
 def read_profile(path) -> tuple[list[float], list[float]]:
     """A step-time profile CSV with columns batch_size,step_ms, sorted by batch size."""
+    text = read_text(path, "step profile", "a CSV with columns batch_size,step_ms", CONFIG_MAX_BYTES)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read step profile ({exc.strerror})") from None
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(path, None, f"not a readable CSV ({exc})") from None
     rows = [r for r in rows if any(c.strip() for c in r)]
     if not rows:
         raise InputError(path, None, "empty step profile (expected a header batch_size,step_ms)")
