@@ -428,7 +428,7 @@ def test_losing_redis_falls_back_to_split_caps_then_returns_to_shared(url, prefi
     # logged once per instance and outage, however many calls failed; and once on the way back
     said = [rec.getMessage() for rec in caplog.records]
     assert sorted(m.split(":")[0] for m in said if "falling back" in m) == ["a", "b"]
-    assert sorted(m.split(":")[0] for m in said if "answers again" in m) == ["a", "b"]
+    assert sorted(m.split(":")[0] for m in said if "shared limit restored" in m) == ["a", "b"]
     assert_clean(url, prefix)
 
 

@@ -83,6 +83,8 @@ class Scheduler:
         """Run `await fn(*args, **kwargs)` when the policy allows; return its result or raise its exception."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)} (found {kind!r})")
+        if self.limiter is not None:
+            self.limiter.check_ready()
         self._bind()
         task = Task(next(self._ids), kind, self._now())
         task.payload = self._loop.create_future()
