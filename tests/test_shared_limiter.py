@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import socket
 import time
@@ -457,3 +458,68 @@ def test_a_silent_network_is_bounded_by_the_timeout(url, prefix):
     assert mode == FALLBACK
     assert 0.15 < waited < 0.6  # timeout_ms 200, then granted locally
     assert_clean(url, prefix)
+
+
+class OwnRedis:
+    """A redis-server of this test's own on a free loopback port, no persistence, that it can kill and restart."""
+
+    def __init__(self, tmp_path):
+        import shutil
+        import subprocess
+
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            if os.environ.get("CI"):
+                pytest.fail("redis-server is not installed (scripts/ensure-redis.sh installs it)")
+            pytest.skip("no redis-server binary (scripts/ensure-redis.sh installs it)")
+        self.port, self.dir, self.proc, self._popen = _free_port(), tmp_path, None, subprocess.Popen
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self):
+        import subprocess
+
+        self.proc = self._popen([self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                                 "--appendonly", "no", "--dir", str(self.dir)], stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client(self.url).ping()
+                return
+            except redis.RedisError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(5)
+
+
+def test_a_restarted_empty_redis_gets_back_the_leases_of_the_work_still_running(tmp_path):
+    """The server dies (kill -9) and comes back empty: the slots held all along are leases again after recovery."""
+    server = OwnRedis(tmp_path)
+    server.start()
+    prefix = unique_prefix("restart")
+
+    async def main():
+        (a,) = await started(instance(server.url, prefix, "a", {"policy": "priority", "maxConcurrency": 4},
+                                      lease_ms=1500, renew_ms=200, timeout_ms=200, probe_ms=100))
+        long = [asyncio.ensure_future(a.submit("batch", asyncio.sleep, 2.0)) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        before = live_leases(client(server.url), prefix)["batch"]
+        server.kill()
+        while a.limiter.mode != FALLBACK:  # noticed at the next renewal (renew_ms 200)
+            await asyncio.sleep(0.01)
+        server.start()
+        while a.limiter.mode != SHARED:
+            await asyncio.sleep(0.01)
+        after = live_leases(client(server.url), prefix)["batch"]
+        await asyncio.gather(*long)
+        await a.limiter.close()
+        return before, after
+
+    try:
+        before, after = asyncio.run(main())
+        assert len(before) == 2 and sorted(after) == sorted(before)
+        assert_clean(server.url, prefix)
+    finally:
+        server.kill()
