@@ -15,7 +15,7 @@ Keys (`P` is `key_prefix`):
   (Redis server time, ms). The global in flight of a class is the number of members whose score is in the future.
 - `P:waiting` (hash instance -> count) and `P:waiting:expiry` (sorted set): each instance's interactive tasks waiting
   for a slot, so a batch task elsewhere does not take the slot an interactive one waits for (interactive first
-  across instances, as within one).
+  across instances, as within one). An entry lapses `lease_ms` after its instance last wrote it.
 - channel `P:events`: `r <instance>` when slots are freed (waiters elsewhere try again at once), and
   `c <instance> <latency ms>` for each interactive completion (the shared window, below).
 
@@ -44,8 +44,8 @@ When Redis is lost mid-run (a call fails or takes longer than `timeout_ms`): the
 switches to the fallback `split`: this instance grants slots locally with the caps divided by `instances`
 (`max(1, maxConcurrency // instances)` in all, `max(1, cap // instances)` batch; the sum over instances stays
 within the caps whenever they are at least `instances`), counting the tasks already running; never more, never
-unbounded. The `simlab_scheduler_limiter_shared` gauge reads 0. An idle instance notices the loss at its next
-renewal (within `renew_ms`). Every `probe_ms` it tries Redis again; the first call that succeeds re-registers every
+unbounded. The `simlab_scheduler_limiter_shared` gauge reads 0, and the window holds this instance's completions
+only. An idle instance notices the loss at its next renewal (within `renew_ms`). Every `probe_ms` it tries Redis again; the first call that succeeds re-registers every
 slot this instance holds as a lease (whatever Redis remembers), so the global count includes the work that ran in
 fallback, and from then on slots are granted by Redis again (the gauge reads 1 and an info line is logged). Right
 after recovery the global count can exceed the cap (instances in fallback and one that kept Redis all granted);
