@@ -331,10 +331,15 @@ class RedisLimiter:
         self._closed = True
         if self._kick is not None:
             self._kick.set()
+        # The worker finishes the call it may have on its way (bounded), so no release or grant is lost mid-air.
         for job in (self._worker, self._listener):
             if job is not None:
-                job.cancel()
+                if job is self._listener:
+                    job.cancel()
                 await asyncio.wait([job], timeout=self.timeout_ms / 1000 * 2)
+                if not job.done():
+                    job.cancel()
+                    await asyncio.wait([job], timeout=self.timeout_ms / 1000)
         if self._started and self.mode == SHARED and self._client is not None:
             releases = self._releases + [(_CODE[t.kind], m, "") for t, m in self._held.items()]
             self._releases = []
