@@ -96,6 +96,17 @@ class Adaptive(Priority):
             self.batch_running -= 1
         return self._drain()
 
+    def note_completion(self, latency_ms: float) -> list[Task]:
+        # `finish` of an interactive task, less the freed slot (the same pending-value rule as `_lazy_finish`).
+        now = self.clock()
+        if self._pending is not None:
+            if len(self._interactive) >= self.max_concurrency - self.running:
+                self._evaluate(self._pending)
+            self._pending = None
+        self._window.add(now, latency_ms)
+        self._valid_until = _NEVER
+        return self._drain()
+
     def _batch_limit(self) -> int:
         now = self.clock()
         if now < self._valid_until:

@@ -90,6 +90,12 @@ class Policy:
         never starts it. A task already started is ended with `finish` instead, which frees its slot."""
         return False
 
+    def note_completion(self, latency_ms: float) -> list[Task]:
+        """An interactive completion served elsewhere (another gateway instance sharing this policy's window,
+        simlab.runtime.shared): counted as if a task had ended here now, without freeing a slot here. Returns the
+        tasks that start now. Policies without a window ignore it."""
+        return []
+
     def next_check_ms(self) -> float | None:
         """When the policy wants `wake()` without a task event; None if never."""
         return None

@@ -103,6 +103,11 @@ class SlidingWindow:
             return 0.0, 0.0
         return (n / self.window_ms) * 1000, self._p95(n)
 
+    def latencies(self, now: float) -> list[float]:
+        """A copy of the latencies in the window at `now` (trimmed as `snapshot(now)` would), oldest first."""
+        self.trim(now)
+        return list(self._lat)
+
     def next_expiry_ms(self) -> float | None:
         """The first instant at which the oldest sample is trimmed, or None when empty."""
         if not self._ts:

@@ -10,6 +10,11 @@ happens (success, error, cancellation, a timeout around `submit`), the slot is g
 
 `next_check_ms()`/`wake()` are honoured with one loop timer (`call_at`), re-armed after every decision.
 Time is the loop's clock in milliseconds, so a virtual-time loop (simlab.runtime.virtual) runs it exactly.
+
+With a `limiter` (simlab.runtime.shared.RedisLimiter: one limit shared by several gateway instances), a task the
+policy starts also needs a slot from the limiter before its caller runs: `limiter.admit(task)` resolves the task's
+future once it holds one, and `limiter.release(task)` is called exactly once when it ends (or gives up waiting).
+Callers of `submit` see no difference.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class Snapshot:
 
 
 class Scheduler:
-    def __init__(self, options: SchedulerOptions, *, window_ms: float | None = None):
+    def __init__(self, options: SchedulerOptions, *, window_ms: float | None = None, limiter=None):
         """ValueError for options under which a submit could wait forever (`SchedulerOptions.waits_forever`)."""
         if (why := options.waits_forever()) is not None:
             raise ValueError(f"simlab.runtime.Scheduler refuses these options: {why}")
@@ -60,6 +65,10 @@ class Scheduler:
         self.failed = 0
         self.cancelled = 0
         self._listeners = []  # called with each ended Task (Prometheus)
+        self._submit_listeners = []  # called with each submitted Task (arrival counts)
+        self.limiter = limiter
+        if limiter is not None:
+            limiter.attach(self)
 
     # --- time -------------------------------------------------------------------------------------------
     def _now(self) -> float:
@@ -77,11 +86,15 @@ class Scheduler:
         """Run `await fn(*args, **kwargs)` when the policy allows; return its result or raise its exception."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)} (found {kind!r})")
+        if self.limiter is not None:
+            self.limiter.check_ready()
         self._bind()
         task = Task(next(self._ids), kind, self._now())
         task.payload = self._loop.create_future()
+        for fn_ in self._submit_listeners:
+            fn_(task)
         self._start(self.policy.submit(task))
-        if task.start_ms is None:
+        if not task.payload.done():  # queued with the policy, or (with a limiter) waiting for a shared slot
             try:
                 await task.payload
             except asyncio.CancelledError:
@@ -109,12 +122,33 @@ class Scheduler:
         qi, qb = p.queued()
         now = self._now() if self._loop is not None else 0.0
         rps, p95 = self._window.snapshot(now)
-        return Snapshot(now, qi, qb, p.running - p.batch_running, p.batch_running, p.batch_cap(), rps, p95,
-                        self.completed, self.failed, self.cancelled)
+        ri, rb = p.running - p.batch_running, p.batch_running
+        if self.limiter is not None:  # started by the policy, still waiting for a shared slot: queued, not running
+            wi, wb = self.limiter.waiting_counts()
+            qi, qb, ri, rb = qi + wi, qb + wb, ri - wi, rb - wb
+        return Snapshot(now, qi, qb, ri, rb, p.batch_cap(), rps, p95, self.completed, self.failed, self.cancelled)
+
+    def window_quantile(self, q: float) -> float:
+        """Interactive end-to-end latency quantile (ms) over the window, by the article's index rule
+        (`sorted[min(n - 1, floor(n * q))]`); 0 when empty. Sorts a copy: for scrapes, not the hot path."""
+        if self._loop is None:
+            return 0.0
+        latencies = sorted(self._window.latencies(self._now()))
+        n = len(latencies)
+        return latencies[min(n - 1, math.floor(n * q))] if n else 0.0
 
     def add_listener(self, fn) -> None:
         """`fn(task)` after each task ends (outcome ok / error / cancelled, times in loop ms)."""
         self._listeners.append(fn)
+
+    def add_submit_listener(self, fn) -> None:
+        """`fn(task)` when a task is submitted (before the policy sees it)."""
+        self._submit_listeners.append(fn)
+
+    def note_remote_completion(self, latency_ms: float) -> None:
+        """An interactive completion served by another instance sharing the policy's window (the limiter's)."""
+        self._bind()
+        self._start(self.policy.note_completion(latency_ms))
 
     # --- driving the policy ---------------------------------------------------------------------------------
     def _start(self, started: list[Task]) -> None:
@@ -129,6 +163,8 @@ class Scheduler:
                     task.outcome = "cancelled"
                     self.cancelled += 1
                     todo.extend(self.policy.finish(task))
+                elif self.limiter is not None:
+                    self.limiter.admit(task)  # resolves the future once a shared slot is held
                 else:
                     task.payload.set_result(None)
         self._rearm()
@@ -147,6 +183,8 @@ class Scheduler:
             self._window.add(now, now - task.arrival_ms)
         for fn in self._listeners:
             fn(task)
+        if self.limiter is not None:
+            self.limiter.release(task)
         self._start(self.policy.finish(task))
 
     def _rearm(self) -> None:
