@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "simlab.experiments.tables",
     "simlab.calibration.openloop",
+    "simlab.reporting.words",
 ]
 
 

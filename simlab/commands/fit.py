@@ -21,8 +21,8 @@ other column names:
   without a class column every request is --class (interactive)
 
 outputs (in --out, default results/fit/LOG-NAME/):
-  scenario.toml (+ lengths-CLASS.csv for empirical distributions), report.md, fit.json, rates.csv,
-  validation.csv, figures/*.png|svg
+  scenario.toml (+ lengths-CLASS.csv for empirical distributions), result.json, report.md, fit.json,
+  rates.csv, validation.csv, validation-bins.csv, figures/*.png|svg
 """
 
 
@@ -60,38 +60,33 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from dataclasses import replace
     from pathlib import Path
 
-    from simlab.calibration.logs import parse_classes, parse_map, read_log
+    from simlab.calibration.files import store_fit
+    from simlab.calibration.fit import parse_duration_ms
+    from simlab.calibration.logs import parse_classes, parse_map
+    from simlab.calibration.run import run_fit
+    from simlab.reporting.blocks.fit import terminal_blocks, write_report
+    from simlab.reporting.terminal import render_terminal
 
     if args.validate_seeds < 2 and not args.no_validate:
         raise InputError(None, "--validate-seeds", f"must be at least 2 (found {args.validate_seeds})")
     if args.slo_ms is not None and not args.slo_ms > 0:
         raise InputError(None, "--slo-ms", f"must be positive (found {args.slo_ms})")
     mapping, classes = parse_map(args.mapping), parse_classes(args.classes)
-    log = read_log(args.log, mapping, classes, args.default_class)
-    from simlab.calibration.fit import fit_log, parse_duration_ms
-
     bin_ms = None if args.bin == "auto" else parse_duration_ms(args.bin, "--bin")
     step_ms = None if args.step == "auto" else parse_duration_ms(args.step, "--step")
-
-    fit = fit_log(log, bin_ms, args.dist, args.arrivals, step_ms)
-    from simlab.calibration.report import summary_lines, write_report
-    from simlab.calibration.scenario_writer import write_scenario
-    from simlab.calibration.validate import validate
-    from simlab.scenario import load_scenario
-
     out = Path(args.out) if args.out else Path("results") / "fit" / Path(args.log).stem
-    scenario_path, notes = write_scenario(fit, out, args.name, args.template, args.slo_ms)
-    val = None
-    if not args.no_validate:
-        scenario = load_scenario(scenario_path)
-        val = validate(fit, scenario, list(range(scenario.experiment.seed, scenario.experiment.seed + args.validate_seeds)))
-    report = write_report(fit, out, scenario_path, notes, val, figures=not args.no_figures)
-    print(f"{log.path}: {len(log.frame):,} requests, layout {log.layout}")
-    print("\n".join(summary_lines(fit)))
-    if val is not None:
-        verdict = ", ".join(f"{k} {'reproduced' if v else 'NOT reproduced'}" for k, v in val.passed.items())
-        print(f"validation ({len(val.seeds)} simulated seeds vs the log): {verdict}")
-    print(f"\nscenario: {scenario_path}  report: {report}  fit: {out / 'fit.json'}")
+    run = run_fit(args.log, out, mapping, classes, args.default_class, bin_ms, step_ms, args.dist, args.arrivals,
+                  args.name, args.template, args.slo_ms, 0 if args.no_validate else args.validate_seeds)
+    record = run.record
+    if not args.no_figures:
+        from simlab.reporting.figures.fit import draw
+
+        record = replace(record, figures=draw(run.fit, run.validation, out / "figures"))
+    store_fit(record, run.fit, out)
+    report = write_report(record, out)
+    print(render_terminal(terminal_blocks(record)))
+    print(f"\nscenario: {out / record.scenario_file}  report: {report}  fit: {out / 'fit.json'}")
     return 0
