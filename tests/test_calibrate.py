@@ -80,8 +80,12 @@ def test_calibrate_finds_the_knee_and_writes_loadable_options(tiny, tmp_path):
     assert batch["rps"] < alone["rps"]
     assert 0 < options.interactive_rps_threshold <= batch["rps"]
     assert batch["ci_low"] <= batch["rps"] <= batch["ci_high"]
-    # the adaptive scheduler with the recommended options does at least as well as batch at full cap
-    assert cal["knees"]["adaptive"]["status"] in ("found", "above")
+    # The verification ramps the adaptive scheduler up to the batch-absent curve's upper bracket, a rate where even
+    # batch absent has P95 over the SLO: no scheduler beats batch absent, so adaptive must cross there too ("found",
+    # never "above"). With the recommended threshold it throttles batch, so it crosses later than batch at full cap.
+    adaptive = cal["knees"]["adaptive"]
+    assert adaptive["status"] == "found"
+    assert batch["rps"] < adaptive["rps"]
     assert (out / "figures" / "knee.png").is_file() and (out / "figures" / "knee.svg").is_file()
     report = (out / "report.md").read_text()
     assert "## Recommendation" in report and "figures/knee.png" in report
