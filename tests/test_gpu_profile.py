@@ -121,7 +121,9 @@ def test_decode_only_table_is_not_identifiable(tmp_path):
     fit = fit_gpu(read_table(path))
     assert not fit.identifiable and fit.per_token_ms == 0
     assert fit.base_ms == pytest.approx(12) and fit.per_seq_ms == pytest.approx(0.3)
-    assert fit.notes == ["not-identifiable"]  # the report says it cannot tell per-token from per-sequence cost
+    assert fit.notes == ["not-identifiable"]
+    simlab("calibrate-gpu", path, "--out", tmp_path / "o", "--no-figures")
+    assert "cannot tell per-token from per-sequence cost" in (tmp_path / "o" / "report.md").read_text()
     assert fit.request_ms == 0  # no row sees the front end
     fixed = fit_gpu(read_table(path), per_token_ms=0.1)
     assert fixed.per_token_ms == 0.1 and fixed.per_seq_ms == pytest.approx(0.2) and fixed.notes == ["per-token-fixed"]

@@ -181,16 +181,21 @@ CURVE_LABELS = {
 }
 
 
-def knee_text(k) -> str:
-    """A knee in words: '7.4 req/s (95% CI 6.9 to 8.1)', 'above 12 req/s (...)'."""
+def knee_parts(k) -> tuple[str, str]:
+    """A knee in words, as (the rate, its detail in parentheses): ('7.4 req/s', '(95% CI 6.9 to 8.1)')."""
     if k.status == "above":
-        return f"above {k.ci_low:.3g} req/s (P95 stays under the SLO at every rate tried)"
+        return f"above {k.ci_low:.3g} req/s", "(P95 stays under the SLO at every rate tried)"
     if k.status == "below":
-        return f"below {k.ci_high:.3g} req/s (P95 over the SLO at the lowest rate tried)"
+        return f"below {k.ci_high:.3g} req/s", "(P95 over the SLO at the lowest rate tried)"
     if k.status == "none":
-        return "no points"
-    return f"{k.rps:.3g} req/s" + (f" (95% CI {k.ci_low:.3g} to {k.ci_high:.3g})" if _finite(k.ci_low, k.ci_high)
+        return "–", "(no points)"
+    return f"{k.rps:.3g} req/s", (f"(95% CI {k.ci_low:.3g} to {k.ci_high:.3g})" if _finite(k.ci_low, k.ci_high)
                                   else "")
+
+
+def knee_text(k) -> str:
+    """'7.4 req/s (95% CI 6.9 to 8.1)', 'above 12 req/s (P95 stays under the SLO at every rate tried)'."""
+    return " ".join(x for x in knee_parts(k) if x)
 
 
 def _finite(*xs) -> bool:

@@ -26,14 +26,7 @@ def value(x: float) -> str:
 
 
 def knee_cell(k: Knee) -> Cell:
-    if k.status == "above":
-        return Cell(f"above {k.ci_low:.3g} req/s", "P95 stays under the SLO at every rate tried")
-    if k.status == "below":
-        return Cell(f"below {k.ci_high:.3g} req/s", "P95 is over the SLO at the lowest rate tried")
-    if k.status == "none":
-        return Cell("–", "no points")
-    ci = f"95% CI {k.ci_low:.3g} to {k.ci_high:.3g}" if math.isfinite(k.ci_low) and math.isfinite(k.ci_high) else ""
-    return Cell(f"{k.rps:.3g} req/s", ci)
+    return Cell(*words.knee_parts(k))
 
 
 def knee_table(r: CalibrationRecord) -> Table:

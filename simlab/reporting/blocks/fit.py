@@ -24,10 +24,10 @@ CHECK_HEADER = ["quantity", "log", "simulated", "within error"]
 # --- cells ------------------------------------------------------------------------------------------------------
 
 def num(x: float | None) -> str:
-    """A measured value: to the unit from 100 up, else 4 significant digits; '–' when there is none."""
+    """A measured value: 4 significant digits, to the unit from 1,000 up; '–' when there is none."""
     if x is None or not math.isfinite(x):
         return "–"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.4g}"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
 def rate(x: float) -> str:
