@@ -100,12 +100,6 @@ def per_bin_tests(a) -> str:
     return "; ".join(parts)
 
 
-def length_reason(ln) -> str:
-    if ln.reason == "dist-flag":
-        return f"chosen with --dist {ln.choice}"
-    return f"the lognormal is {rejected(ln.ks)} (KS D = {ln.ks.statistic:.3f}, {p_is(ln.ks.p_value)})"
-
-
 def check_quantity(c, bin_ms: float) -> str:
     """A validation check's quantity, as its row is labelled."""
     if c.quantity == "bin_rate":

@@ -67,7 +67,7 @@ def length_row(ln: LengthSummary) -> list[Cell]:
     return [Cell(words.LENGTH_LABELS.get(ln.column, ln.column)), Cell(num(ln.p50)), Cell(num(ln.p90)),
             Cell(num(ln.p95)), Cell(num(ln.p99)), Cell(num(ln.mean)), Cell(num(ln.lognormal_median)),
             Cell(f"{ln.lognormal_sigma:.3f}"), Cell(f"{ln.ks.statistic:.3f} / {words.fmt_p(ln.ks.p_value)}"),
-            Cell(drift), Cell(f"**{ln.choice}**")]
+            Cell(drift), Cell(f"**{ln.choice}**", "(--dist)" if ln.reason == "dist-flag" else "")]
 
 
 # --- tables -----------------------------------------------------------------------------------------------------
