@@ -66,7 +66,7 @@ def _rounded(value):
 def load(path: Path, kind: str | None = None):
     """The record in `path`; InputError (exit 2) for a missing, invalid, foreign or old-schema file."""
     path = Path(path)
-    expected = f"the {RESULT_FILE} that simlab {kind or 'ab, tune, calibrate or fit'} writes"
+    expected = f"the {RESULT_FILE} that simlab {kind or 'ab, tune, calibrate, fit or calibrate-gpu'} writes"
     if not path.exists():
         raise InputError(path, None, f"not found; expected {expected} (written by an older simlab? run the command "
                          "again to regenerate the folder)") from None
@@ -408,51 +408,423 @@ class TuneRecord:
         return next((c for c in self.validation if c.config == name), None)
 
 
-# --- calibration and fit ----------------------------------------------------------------------------------------
+# --- calibration: `simlab calibrate` ----------------------------------------------------------------------------
+
+Curve = Literal["alone", "batch", "adaptive"]  # batch absent; batch present at full cap; adaptive, recommended
+
 
 @dataclass
 class Knee:
+    """Where a curve's mean P95 first crosses the SLO. status: "found" (rps with its CI), "above" (under the SLO at
+    every rate tried, up to ci_low), "below" (over it already at the lowest rate, ci_high), "none" (no points)."""
+    curve: Curve
     rps: float
     ci_low: float
     ci_high: float
-    status: str  # "found", "above" (P95 under the SLO at every rate tried), "below"
-    text: str  # in words, as the report says it
+    status: Literal["found", "above", "below", "none"]
+
+
+@dataclass
+class KneePoint:
+    """One rate of one curve, over the seeds (knee.csv's row)."""
+    curve: Curve
+    factor: float  # the interactive rate's multiplier
+    offered_rps: float
+    p95_mean_ms: float
+    p95_ci_low_ms: float
+    p95_ci_high_ms: float
+    replications: int
+    batch_throughput_per_min: float  # NaN with batch absent
+
+
+@dataclass
+class Recommendation:
+    """The adaptive thresholds that follow from the knee. `source`: the curve the threshold comes from (the
+    batch-present knee, or batch absent when the scenario has no batch); `basis`: its knee, or the highest rate
+    tried (the SLO held everywhere) or the lowest (it failed everywhere); `raw`: the rate before rounding down."""
+    interactive_rps_threshold: float
+    interactive_p95_latency_ms: float
+    source: Curve
+    basis: Literal["knee", "highest-rate", "lowest-rate"]
+    raw_rps: float
+
+
+CALIBRATION_NOTES = ("no-batch", "trace-arrivals", "never-crossed", "over-at-lowest")
 
 
 @register
 @dataclass
 class CalibrationRecord:
-    """`simlab calibrate`: the latency knee with batch absent and present, and the thresholds that follow."""
+    """`simlab calibrate`: the latency knee with batch absent and present, and the thresholds that follow.
+    notes: "no-batch" (only the batch-absent curve), "trace-arrivals" (every seed replays the same requests),
+    "never-crossed" / "over-at-lowest" (the recommendation's curve never crossed the SLO / failed it throughout)."""
     KIND: ClassVar[str] = "calibrate"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     scenario: str
     slo_p95_ms: float
     seeds: list[int]
-    base_rps: float
-    summary: str  # the ramp in one paragraph
-    knees: dict[str, Knee]
-    recommended: dict[str, Any]
-    options: dict[str, Any]
-    verification: str | None
-    notes: list[str]
-    points: list[dict[str, Any]]
+    base_rps: float  # the scenario's own interactive rate, as generated
+    knees: list[Knee]
+    recommendation: Recommendation
+    options: dict[str, float | int | bool | str]  # the recommended options verified (an options file's content)
+    notes: list[Literal["no-batch", "trace-arrivals", "never-crossed", "over-at-lowest"]]
+    points: list[KneePoint]
     figures: list[str] = field(default_factory=list)
+
+    def knee(self, curve: str) -> Knee | None:
+        return next((k for k in self.knees if k.curve == curve), None)
+
+    def curve(self, curve: str) -> list[KneePoint]:
+        return sorted((p for p in self.points if p.curve == curve), key=lambda p: p.offered_rps)
+
+
+# --- the workload fit: `simlab fit` -----------------------------------------------------------------------------
+
+@dataclass
+class TestResult:
+    """A hypothesis test at 5%: its statistic, p-value and whether it rejects."""
+    __test__ = False  # not a pytest class
+    statistic: float
+    p_value: float
+    rejected: bool
+
+
+@dataclass
+class StepCandidate:
+    """A piecewise step considered for the scenario's rate, and the inter-arrival CV its process would show."""
+    step_ms: float
+    predicted_cv: float
+
+
+ARRIVAL_REASONS = ("burst", "arrivals-flag", "step-flag", "poisson-fits", "rate-varies", "poisson-rejected")
+
+
+@dataclass
+class ArrivalSummary:
+    """One class's arrivals. process: the scenario's arrival process; reason: why (`burst`: every request at once;
+    `arrivals-flag`/`step-flag`: chosen with --arrivals / --step; `poisson-fits`: neither the constant-rate test nor
+    the Poisson test rejects; `rate-varies` / `poisson-rejected`: which test rejected, then `piecewise` when a rate per
+    step reproduces the log's CV, else `resampled`). step_ms: the piecewise step, the resampling block, or the span;
+    rate_step_ms: the piecewise step chosen (also for a resampled class: the closest one, predicting closest_cv)."""
+    requests: int
+    span_ms: float
+    rate_per_s: float
+    cv: float  # of the inter-arrival times as written (NaN for a burst)
+    bin_ms: float
+    bins: int
+    bin_rate_min_per_s: float
+    bin_rate_max_per_s: float
+    rate_varies: TestResult  # chi-square of the counts per bin (NaN statistic with one bin)
+    poisson_constant: TestResult  # KS of the inter-arrival times against the fitted exponential
+    mean_gap_ms: float
+    poisson_rescaled: TestResult | None  # time-rescaling KS with the rate per bin
+    rescaled_gap_cv: float | None
+    dispersion: TestResult | None  # statistic: variance / mean of the counts per window
+    dispersion_window_ms: float | None
+    dispersion_df: int | None
+    poisson_per_bin_rejected: bool
+    process: Literal["poisson", "piecewise", "resampled", "burst"]
+    reason: Literal["burst", "arrivals-flag", "step-flag", "poisson-fits", "rate-varies", "poisson-rejected"]
+    step_ms: float
+    rate_step_ms: float
+    predicted_cv: float  # of the scenario's process (1 for poisson, the log's own for resampled)
+    closest_cv: float  # predicted at rate_step_ms
+    steps: list[StepCandidate]
+    timestamps_spread: bool  # timestamps spread within their tick before the tests
+    first_arrival_ms: float
+
+
+@dataclass
+class LengthSummary:
+    """One class's token counts or latencies. reason: `lognormal-fits` / `lognormal-rejected` (by KS at 5%, for
+    --dist auto) or `dist-flag` (chosen with --dist)."""
+    column: Literal["prompt_tokens", "output_tokens", "service_ms"]
+    n: int
+    zeros: int
+    mean: float
+    p10: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    lognormal_median: float
+    lognormal_sigma: float
+    lognormal_p95: float
+    ks: TestResult  # against the fitted lognormal
+    drift: TestResult | None  # first half against second half
+    choice: Literal["lognormal", "empirical"]
+    reason: Literal["lognormal-fits", "lognormal-rejected", "dist-flag"]
+
+
+@dataclass
+class FitClass:
+    kind: Literal["interactive", "batch"]
+    arrivals: ArrivalSummary
+    lengths: list[LengthSummary]
+
+
+@dataclass
+class ValidationCheck:
+    """One comparison of the log with the fitted scenario's simulation (validation.csv's row). quantity: `bin_rate`
+    (req/s per report bin), `total_rate` (req/s over the log), `cv` (inter-arrival), `quantile` (of `column`, at q).
+    method: `poisson` (exact tests of one rate: per bin, bins_within of bins pass, and `ok` says whether chance allows
+    the failures; on the total, p_value), `resampled` (a block-resampled class against its own resampling
+    variability: two-sample KS of the counts per bin, p_value; the total in the seeds' prediction interval),
+    `prediction-interval` (the log's value in the seeds' 95% prediction interval), `order-statistics` (the 95%
+    order-statistic intervals of the log's and the simulation's quantile overlap)."""
+    kind: Literal["interactive", "batch"]
+    quantity: Literal["bin_rate", "total_rate", "cv", "quantile"]
+    column: str | None
+    q: float | None
+    observed: float
+    observed_lo: float
+    observed_hi: float
+    simulated: float
+    simulated_lo: float
+    simulated_hi: float
+    ok: bool
+    method: Literal["poisson", "resampled", "prediction-interval", "order-statistics"]
+    p_value: float | None = None
+    bins_within: int | None = None
+    bins: int | None = None
+
+
+@dataclass
+class ValidationBin:
+    """The log's arrivals in one report bin against the seeds' (validation-bins.csv's row)."""
+    kind: Literal["interactive", "batch"]
+    start_ms: float
+    end_ms: float
+    log_count: int
+    simulated_mean_count: float
+    p_value: float
+
+
+@dataclass
+class FitValidation:
+    """The fitted scenario simulated on `seeds` (policy None: only its workload generated, the log has no latency)."""
+    seeds: list[int]
+    policy: str | None
+    rates: bool
+    cv: bool
+    quantiles: bool
+    checks: list[ValidationCheck]
+    bins: list[ValidationBin]
+
+    @property
+    def passed(self) -> dict[str, bool]:
+        return {"rates": self.rates, "cv": self.cv, "quantiles": self.quantiles}
+
+
+@dataclass
+class LogColumn:
+    role: str  # arrival, class, service_ms, prompt_tokens, output_tokens
+    source: str  # the log's column (and unit), as read
+
+
+@dataclass
+class ScenarioNote:
+    """What the written scenario says about itself: `placeholder-delay` (a `delay` backend: latency is the fitted
+    service time), `placeholder-token-time` (a `delay` backend with a made-up token_time), `empirical-quantiles`
+    (`kind`'s empirical values summarised by `count` quantiles)."""
+    code: Literal["placeholder-delay", "placeholder-token-time", "empirical-quantiles"]
+    kind: str | None = None
+    values: int | None = None
+    count: int | None = None
 
 
 @register
 @dataclass
 class FitRecord:
-    """`simlab fit`: the fit summary (what fit.json holds, which stays the detailed dump) and where it went."""
+    """`simlab fit`: the log, each class's arrivals and lengths, the written scenario and its validation (fit.json
+    stays the detailed dump, with every bin). log_notes: `unsorted` (rows sorted by arrival time)."""
     KIND: ClassVar[str] = "fit"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     log: str
-    summary: str  # the log and the fit in one paragraph
-    scenario_file: str | None
-    scenario_text: str  # the fitted scenario in words ("" when it does not load)
-    fit: dict[str, Any]  # fit.json's content
+    layout: str
+    columns: list[LogColumn]
+    requests: int
+    span_ms: float
+    origin: str | None  # the first request's timestamp as written, when the log has date-times
+    resolution_ms: float  # timestamp granularity (0 when finer than a millisecond)
+    log_notes: list[Literal["unsorted"]]
+    bin_ms: float
+    classes: list[FitClass]
+    scenario_file: str
+    scenario_notes: list[ScenarioNote]
+    validation: FitValidation | None
     figures: list[str] = field(default_factory=list)
+    scenario: ScenarioFacts | None = None  # the written scenario, as reports describe it
+
+    @property
+    def log_name(self) -> str:
+        return Path(self.log).name
+
+    def of(self, kind: str) -> FitClass:
+        return next(c for c in self.classes if c.kind == kind)
+
+
+# --- the step-time fit: `simlab calibrate-gpu` ------------------------------------------------------------------
+
+Measure = Literal["step", "tpot", "ttft", "latency", "throughput", "request_rate"]
+
+
+@dataclass
+class StepParameters:
+    """The continuous-batching backend's step model: base + per_token x tokens + per_seq x sequences + admit x
+    admitted, and request_ms of front end per request."""
+    base_ms: float
+    per_token_ms: float
+    per_seq_ms: float
+    request_ms: float
+    admit_ms: float
+
+
+@dataclass
+class MeasureFit:
+    measure: Measure
+    r2: float
+
+
+@dataclass
+class Prediction:
+    """One measurement of the table(s) and the model's value for it (fit.csv's row)."""
+    line: int | str  # the table's line; "table:line" when several tables are fitted together
+    measure: Measure
+    batch_size: float
+    prompt_tokens: float | None
+    output_tokens: float | None
+    measured: float
+    fitted: float
+    relative_error: float
+
+
+@dataclass
+class ProfilePoint:
+    """The measured decode step at one batch size (step-profile.csv's row)."""
+    batch_size: int
+    step_ms: float
+
+
+@dataclass
+class JoinCost:
+    """What one request joining costs the running ones, at one concurrency and prompt length, from the time per
+    output token at two output lengths (join-cost.csv's row); fitted: admit_ms + per_token_ms x (prompt - 1)."""
+    batch_size: float
+    prompt_tokens: float
+    short_output: float
+    long_output: float
+    measured_ms: float
+    fitted_ms: float
+
+
+@dataclass
+class OpenLoopRun:
+    """The model at one open-loop run's measured load: the median over its requests of model / measured - 1, with the
+    load-test fit (before) and the refit (after) (open-loop.csv's row)."""
+    run: str
+    requests: int
+    mean_sequences: float
+    error_load_test_fit: float
+    error_refitted: float
+
+
+@dataclass
+class OpenLoopRefit:
+    """base_ms, per_seq_ms and admit_ms refitted on open-loop requests (per_token_ms and request_ms kept)."""
+    load_test: StepParameters  # the fit of the load test(s) alone
+    load_test_mean_rel_error: float  # its error on the load-test rows
+    requests: int
+    unstreamed: int  # requests left out: their tokens came all at once
+    runs: list[OpenLoopRun]
+    mean_abs_error_before: float  # over every request, with the load-test fit
+    mean_abs_error_after: float
+
+
+@dataclass
+class CheckRow:
+    """One row of the held-out table: measured, the straight-line model, the measured profile (None without one),
+    and the fit table's value for the same level (retest; None when it has none) (check.csv's row)."""
+    measure: Measure
+    batch_size: float
+    prompt_tokens: float | None
+    output_tokens: float | None
+    measured: float
+    fitted: float
+    relative_error: float
+    fitted_profile: float | None
+    relative_error_profile: float | None
+    retest: float | None
+    retest_difference: float | None
+
+
+@dataclass
+class CheckGroup:
+    """One measure at one concurrency: mean and largest |error|, and whether every row is within the tolerance."""
+    measure: Measure
+    batch_size: float
+    mean_abs_error: float
+    max_abs_error: float
+    within: bool
+    mean_abs_error_profile: float | None = None
+    max_abs_error_profile: float | None = None
+    within_profile: bool | None = None
+
+
+@dataclass
+class HeldOutCheck:
+    """The fit against an independent load test of the same server (`--check`)."""
+    table: str
+    tolerance: float
+    rows: list[CheckRow]
+    by_concurrency: list[CheckGroup]
+    mean_abs_error: float
+    mean_abs_error_profile: float | None
+    retest_mean_abs_difference: float | None
+
+    @property
+    def profile(self) -> bool:
+        return self.mean_abs_error_profile is not None
+
+
+GPU_NOTES = ("not-identifiable", "per-token-fixed", "open-loop-refit")
+
+
+@register
+@dataclass
+class GpuFitRecord:
+    """`simlab calibrate-gpu`: the step-time model fitted to load-test table(s), every prediction, what a joining
+    request costs, the open-loop refit and the held-out check when asked for. notes: `not-identifiable` (per-token
+    cost set to 0: the table cannot tell it from the per-sequence cost), `per-token-fixed` (by --per-token-ms),
+    `open-loop-refit` (the parameters below are the refit; the load-test rows are predicted with them)."""
+    KIND: ClassVar[str] = "calibrate-gpu"
+    VERSION: ClassVar[int] = 1
+
+    label: str  # the table(s) fitted (and the open-loop runs), for titles
+    tables: list[str]
+    parameters: StepParameters
+    identifiable: bool
+    mean_rel_error: float
+    max_rel_error: float
+    r2: list[MeasureFit]
+    predictions: list[Prediction]
+    profile: list[ProfilePoint]
+    joins: list[JoinCost]
+    notes: list[Literal["not-identifiable", "per-token-fixed", "open-loop-refit"]]
+    open_loop: OpenLoopRefit | None
+    check: HeldOutCheck | None
+    snippet_file: str = "step.toml"
+    profile_file: str | None = None  # step-profile.csv, when written
+    figures: list[str] = field(default_factory=list)
+
+    @property
+    def concurrencies(self) -> list[float]:
+        return sorted({p.batch_size for p in self.predictions})
+
+    def r2_of(self, measure: str) -> float | None:
+        return next((m.r2 for m in self.r2 if m.measure == measure), None)
 
 
 # --- decision (simlab/decision, `simlab decide` and `ab`'s verdict) ---------------------------------------------

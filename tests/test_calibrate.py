@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -55,7 +56,7 @@ def tiny(tmp_path):
 def test_calibrate_finds_the_knee_and_writes_loadable_options(tiny, tmp_path):
     out = tmp_path / "cal"
     proc = simlab("calibrate", tiny, "--out", out, "--refine", "1", "--workers", "2", "--quiet")
-    assert "recommended: interactiveRpsThreshold" in proc.stdout
+    assert re.search(r"^Recommendation:\n.*\n.*\ninteractiveRpsThreshold +[\d.]+$", proc.stdout, re.M)
     # calibrate no longer exports competing options: the verified ones live in calibration.json, and its knee
     # becomes tune's search ranges (tune-bounds.json, read by `simlab tune --calibration`)
     assert not (out / "recommended-options.json").exists()
@@ -79,8 +80,12 @@ def test_calibrate_finds_the_knee_and_writes_loadable_options(tiny, tmp_path):
     assert batch["rps"] < alone["rps"]
     assert 0 < options.interactive_rps_threshold <= batch["rps"]
     assert batch["ci_low"] <= batch["rps"] <= batch["ci_high"]
-    # the adaptive scheduler with the recommended options does at least as well as batch at full cap
-    assert cal["knees"]["adaptive"]["status"] in ("found", "above")
+    # The verification ramps the adaptive scheduler up to the batch-absent curve's upper bracket, a rate where even
+    # batch absent has P95 over the SLO: no scheduler beats batch absent, so adaptive must cross there too ("found",
+    # never "above"). With the recommended threshold it throttles batch, so it crosses later than batch at full cap.
+    adaptive = cal["knees"]["adaptive"]
+    assert adaptive["status"] == "found"
+    assert batch["rps"] < adaptive["rps"]
     assert (out / "figures" / "knee.png").is_file() and (out / "figures" / "knee.svg").is_file()
     report = (out / "report.md").read_text()
     assert "## Recommendation" in report and "figures/knee.png" in report

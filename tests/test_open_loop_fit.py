@@ -48,9 +48,9 @@ def test_refit_recovers_the_admission_cost_the_load_test_missed():
     assert new.base_ms == pytest.approx(TRUE["base_ms"], abs=1.0)
     assert (new.per_token_ms, new.request_ms) == (fit.per_token_ms, fit.request_ms)  # kept
     assert report.mean_abs_error_after < 0.03 < report.mean_abs_error_before
-    assert all(r.after == pytest.approx(0.0, abs=0.03) and r.before < -0.02 for r in report.runs)
-    assert {r.name for r in report.runs} == {"unscheduled", "static", "adaptive"}
-    assert new.profile == [] and "refitted" in new.notes[-1]
+    assert all(r.error_refitted == pytest.approx(0.0, abs=0.03) and r.error_load_test_fit < -0.02 for r in report.runs)
+    assert {r.run for r in report.runs} == {"unscheduled", "static", "adaptive"}
+    assert new.profile == [] and new.notes[-1] == "open-loop-refit"
     # the load-test rows are now predicted with the refitted admission cost: no longer exact
     assert new.mean_rel_error > fit.mean_rel_error
 
@@ -118,7 +118,7 @@ def test_calibrate_gpu_open_loop_cli(tmp_path):
         runs[-1].write_text(csv_text(recs, RECORD_COLUMNS))
     out = tmp_path / "cal"
     proc = simlab("calibrate-gpu", table, "--open-loop", *runs, "--out", out, "--no-figures")
-    assert "load tests alone" in proc.stdout and "unscheduled-run1.csv" in proc.stdout
+    assert "load test(s) alone" in proc.stdout and "unscheduled-run1.csv" in proc.stdout
     step = tomllib.loads((out / "step.toml").read_text())["backend"]["step"]
     assert step["admit_ms"] == pytest.approx(TRUE["admit_ms"], rel=0.10)
     assert step["per_token_ms"] == pytest.approx(TRUE["per_token_ms"], rel=1e-3)

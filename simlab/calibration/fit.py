@@ -26,13 +26,16 @@ its second half says whether the distribution drifts over time.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from simlab import records
 from simlab.calibration.logs import RequestLog
 from simlab.errors import InputError
+from simlab.records import StepCandidate
+from simlab.records import TestResult as Test
 
 Z95 = float(stats.norm.ppf(0.95))
 ALPHA = 0.05
@@ -105,20 +108,9 @@ def poisson_interval(count: np.ndarray, level: float = 0.95) -> tuple[np.ndarray
 
 
 @dataclass
-class Test:
-    name: str
-    statistic: float
-    p_value: float
-    rejected: bool
-    detail: str = ""
-
-    def as_dict(self) -> dict:
-        return {"test": self.name, "statistic": self.statistic, "p_value": self.p_value, "rejected": self.rejected,
-                "detail": self.detail}
-
-
-@dataclass
 class ArrivalFit:
+    """One class's arrivals: the bins (for rates.csv and the figures), the tests, and the scenario's process.
+    `reason` and the numbers beside it say why that process (see records.ArrivalSummary)."""
     kind: str
     n: int
     span_ms: float
@@ -132,15 +124,22 @@ class ArrivalFit:
     rate_hi: np.ndarray
     rate_constant: Test  # chi-square of counts against a constant rate
     poisson_constant: Test  # KS of inter-arrival times against an exponential
+    mean_gap_ms: float
     poisson_rescaled: Test | None  # time-rescaling KS with the per-bin rate
+    rescaled_gap_cv: float | None
     dispersion: Test | None  # counts in sub-bins against the per-bin rate
-    process: str  # "poisson", "piecewise" or "burst"
-    process_reason: str
-    step_ms: float  # the scenario's piecewise step
+    dispersion_window_ms: float | None
+    dispersion_df: int | None
+    process: str  # "poisson", "piecewise", "resampled" or "burst"
+    reason: str  # records.ARRIVAL_REASONS
+    step_ms: float  # the scenario's piecewise step (resampled: its block; poisson: the span)
+    rate_step_ms: float  # the piecewise step chosen (resampled: the closest one)
     step_rates_per_s: np.ndarray  # the scenario's piecewise rates
     predicted_cv: float  # inter-arrival CV of the scenario's process
-    steps: list[dict]  # the steps considered: step_ms, predicted_cv
+    closest_cv: float  # predicted at rate_step_ms
+    steps: list[StepCandidate]  # the steps considered
     jittered: bool = False
+    first_arrival_ms: float = 0.0
 
     @property
     def poisson_per_bin_rejected(self) -> bool:
@@ -152,26 +151,44 @@ class ArrivalFit:
         """Is a Poisson process (constant rate) rejected? The textbook test: KS of the inter-arrival times."""
         return self.poisson_constant.rejected
 
+    def summary(self) -> records.ArrivalSummary:
+        return records.ArrivalSummary(
+            requests=self.n, span_ms=self.span_ms, rate_per_s=self.rate_per_s, cv=self.cv, bin_ms=self.bin_ms,
+            bins=len(self.counts), bin_rate_min_per_s=float(self.rates_per_s.min()),
+            bin_rate_max_per_s=float(self.rates_per_s.max()), rate_varies=self.rate_constant,
+            poisson_constant=self.poisson_constant, mean_gap_ms=self.mean_gap_ms,
+            poisson_rescaled=self.poisson_rescaled, rescaled_gap_cv=self.rescaled_gap_cv,
+            dispersion=self.dispersion, dispersion_window_ms=self.dispersion_window_ms,
+            dispersion_df=self.dispersion_df, poisson_per_bin_rejected=self.poisson_per_bin_rejected,
+            process=self.process, reason=self.reason, step_ms=self.step_ms, rate_step_ms=self.rate_step_ms,
+            predicted_cv=self.predicted_cv, closest_cv=self.closest_cv, steps=list(self.steps),
+            timestamps_spread=self.jittered, first_arrival_ms=self.first_arrival_ms)
+
     def as_dict(self) -> dict:
+        """fit.json's arrivals: the summary and every bin."""
         return {
             "requests": self.n,
             "span_s": self.span_ms / 1000,
             "rate_per_s": self.rate_per_s,
             "interarrival_cv": self.cv,
             "bin_s": self.bin_ms / 1000,
-            "rate_varies": self.rate_constant.as_dict(),
-            "poisson_constant_rate": self.poisson_constant.as_dict(),
+            "rate_varies": asdict(self.rate_constant),
+            "poisson_constant_rate": asdict(self.poisson_constant) | {"mean_gap_ms": self.mean_gap_ms},
             "poisson_per_bin_rate": {
-                "time_rescaled_ks": self.poisson_rescaled.as_dict() if self.poisson_rescaled else None,
-                "dispersion": self.dispersion.as_dict() if self.dispersion else None,
+                "time_rescaled_ks": (asdict(self.poisson_rescaled) | {"rescaled_gap_cv": self.rescaled_gap_cv}
+                                     if self.poisson_rescaled else None),
+                "dispersion": (asdict(self.dispersion) | {"window_ms": self.dispersion_window_ms,
+                                                          "df": self.dispersion_df} if self.dispersion else None),
                 "rejected": self.poisson_per_bin_rejected,
             },
             "poisson_rejected": self.poisson_rejected,
             "process": self.process,
-            "process_reason": self.process_reason,
+            "reason": self.reason,
             "step_s": self.step_ms / 1000,
+            "rate_step_s": self.rate_step_ms / 1000,
             "predicted_cv": self.predicted_cv,
-            "steps_considered": self.steps,
+            "closest_cv": self.closest_cv,
+            "steps_considered": [asdict(s) for s in self.steps],
             "timestamps_spread_within_tick": self.jittered,
             "bins": [
                 {"start_s": float(a / 1000), "end_s": float(b / 1000), "count": int(c), "rate_per_s": float(r),
@@ -195,7 +212,7 @@ class LengthFit:
     ks: Test
     drift: Test | None
     choice: str  # "lognormal" or "empirical"
-    reason: str
+    reason: str  # "lognormal-fits", "lognormal-rejected" or "dist-flag"
     values: np.ndarray = field(repr=False, default_factory=lambda: np.empty(0))
 
     @property
@@ -206,6 +223,13 @@ class LengthFit:
     def mu(self) -> float:
         return math.log(self.median)
 
+    def summary(self) -> records.LengthSummary:
+        q = self.quantiles
+        return records.LengthSummary(
+            column=self.column, n=self.n, zeros=self.zeros, mean=self.mean, p10=q[0.1], p50=q[0.5], p90=q[0.9],
+            p95=q[0.95], p99=q[0.99], lognormal_median=self.median, lognormal_sigma=self.sigma,
+            lognormal_p95=self.p95, ks=self.ks, drift=self.drift, choice=self.choice, reason=self.reason)
+
     def as_dict(self) -> dict:
         return {
             "n": self.n,
@@ -213,8 +237,8 @@ class LengthFit:
             "mean": self.mean,
             "quantiles": {f"p{round(q * 100)}": v for q, v in self.quantiles.items()},
             "lognormal": {"mu": self.mu, "sigma": self.sigma, "median": self.median, "p95": self.p95,
-                          "ks": self.ks.as_dict()},
-            "drift_first_vs_second_half": self.drift.as_dict() if self.drift else None,
+                          "ks": asdict(self.ks)},
+            "drift_first_vs_second_half": asdict(self.drift) if self.drift else None,
             "choice": self.choice,
             "reason": self.reason,
         }
@@ -226,6 +250,10 @@ class LogFit:
     bin_ms: float
     arrivals: dict[str, ArrivalFit]  # by kind
     lengths: dict[str, dict[str, LengthFit]]  # kind -> column -> fit
+
+    def classes(self) -> list[records.FitClass]:
+        return [records.FitClass(kind, a.summary(), [f.summary() for f in self.lengths[kind].values()])
+                for kind, a in self.arrivals.items()]
 
     def as_dict(self) -> dict:
         return {
@@ -279,8 +307,10 @@ def _sub_bin(rate_per_ms: float, bin_ms: float, resolution_ms: float) -> float:
     return float(min(options, key=lambda w: abs(math.log(w / target))))
 
 
-def dispersion_test(times: np.ndarray, edges: np.ndarray, counts: np.ndarray, width_ms: float) -> Test | None:
-    """Chi-square of counts per sub-bin against the expected counts of the fitted per-bin rate (two-sided)."""
+def dispersion_test(times: np.ndarray, edges: np.ndarray, counts: np.ndarray,
+                    width_ms: float) -> tuple[Test, int] | None:
+    """Chi-square of counts per sub-bin against the expected counts of the fitted per-bin rate (two-sided):
+    (the test, its statistic being variance / mean of the counts, and its degrees of freedom)."""
     span = edges[-1]
     sub = np.arange(0.0, span + width_ms, width_ms)
     sub[-1] = span
@@ -295,8 +325,7 @@ def dispersion_test(times: np.ndarray, edges: np.ndarray, counts: np.ndarray, wi
     stat = float(np.sum((observed[keep] - expected[keep]) ** 2 / expected[keep]))
     df = int(keep.sum() - (counts > 0).sum())
     p = float(min(1.0, 2 * min(stats.chi2.sf(stat, df), stats.chi2.cdf(stat, df))))
-    return Test("dispersion of counts per sub-bin (chi-square)", stat / df, p, p < ALPHA,
-                f"variance/mean of counts per {format_duration(width_ms)} = {stat / df:.3f} (Poisson: 1), df = {df}")
+    return Test(stat / df, p, p < ALPHA), df
 
 
 def piecewise_cv(rates_per_s: np.ndarray, step_ms: float, span_ms: float, repeats: int = 3) -> float:
@@ -323,7 +352,11 @@ def cv_tolerance(n: int, cv: float = 1.0) -> float:
     return max(0.02, 2 * max(cv, 1.0) / math.sqrt(max(n, 1)))
 
 
-def choose_step(times: np.ndarray, span_ms: float, bin_ms: float, cv: float) -> tuple[float, list[dict]]:
+def candidate(times: np.ndarray, span_ms: float, step_ms: float) -> StepCandidate:
+    return StepCandidate(step_ms, piecewise_cv(step_rates(times, span_ms, step_ms), step_ms, span_ms))
+
+
+def choose_step(times: np.ndarray, span_ms: float, bin_ms: float, cv: float) -> tuple[float, list[StepCandidate]]:
     """The scenario's piecewise step: the coarsest step (at most the report bin, at least 10 requests per step
     on average) whose rate variation reproduces the log's inter-arrival CV; the closest one if none does."""
     n = len(times)
@@ -333,12 +366,12 @@ def choose_step(times: np.ndarray, span_ms: float, bin_ms: float, cv: float) -> 
     steps = []
     tol = cv_tolerance(n, cv)
     for c in candidates:
-        steps.append({"step_ms": c, "predicted_cv": piecewise_cv(step_rates(times, span_ms, c), c, span_ms)})
-        if abs(steps[-1]["predicted_cv"] - cv) <= tol:
+        steps.append(candidate(times, span_ms, c))
+        if abs(steps[-1].predicted_cv - cv) <= tol:
             return c, steps
-    if cv < steps[0]["predicted_cv"]:
-        return steps[0]["step_ms"], steps  # smoother than even the coarsest step: nothing finer helps
-    return min(steps, key=lambda s: abs(s["predicted_cv"] - cv))["step_ms"], steps
+    if cv < steps[0].predicted_cv:
+        return steps[0].step_ms, steps  # smoother than even the coarsest step: nothing finer helps
+    return min(steps, key=lambda s: abs(s.predicted_cv - cv)).step_ms, steps
 
 
 def resample_block(span_ms: float, bin_ms: float) -> float:
@@ -354,103 +387,91 @@ def fit_arrivals(times_ms, span_ms: float, bin_ms: float, kind: str = "interacti
         raise InputError(source, None, f"only {n} {kind} request(s): at least {MIN_ARRIVALS} are needed to fit arrivals")
     if span_ms <= 0:
         raise InputError(source, None, f"all {n} {kind} requests have the same arrival time: no rate can be fitted")
+    common = dict(kind=kind, n=n, span_ms=float(span_ms), rate_per_s=n / span_ms * 1000.0, bin_ms=float(bin_ms),
+                  jittered=resolution_ms > 0, first_arrival_ms=float(times[0]), **_bins(times, span_ms, bin_ms))
+    if times[-1] - times[0] <= max(resolution_ms, 0.0):
+        return _burst(common)
+    cv = float(stats.variation(np.diff(times), ddof=1))
+    tests = _poisson_tests(times, span_ms, bin_ms, resolution_ms, common["edges"], common["counts"])
+    chosen = _scenario_process(times, span_ms, bin_ms, cv, process, step_ms, common["rate_constant"],
+                               tests["poisson_constant"])
+    return ArrivalFit(cv=cv, **common, **tests, **chosen)
+
+
+def _bins(times: np.ndarray, span_ms: float, bin_ms: float) -> dict:
+    """The rate per bin with its exact 95% interval, and the chi-square of the counts against a constant rate."""
     edges = bin_edges(span_ms, bin_ms)
     widths = np.diff(edges)
     counts = counts_in(times, edges)
-    rates = counts / widths * 1000.0
     lo, hi = poisson_interval(counts)
-    gaps_raw = np.diff(times)
-    burst = times[-1] - times[0] <= max(resolution_ms, 0.0)
-    cv = float(stats.variation(gaps_raw, ddof=1)) if not burst else math.nan
-
-    # rate constancy: counts against a constant rate (expected proportional to width)
     if len(counts) > 1:
-        expected = n * widths / widths.sum()
-        chi = stats.chisquare(counts, expected)
-        rate_constant = Test("constant rate across bins (chi-square)", float(chi.statistic), float(chi.pvalue),
-                             bool(chi.pvalue < ALPHA), f"{len(counts)} bins of {format_duration(bin_ms)}")
+        chi = stats.chisquare(counts, len(times) * widths / widths.sum())  # expected: proportional to width
+        rate_constant = Test(float(chi.statistic), float(chi.pvalue), bool(chi.pvalue < ALPHA))
     else:
-        rate_constant = Test("constant rate across bins (chi-square)", math.nan, 1.0, False, "one bin")
+        rate_constant = Test(math.nan, 1.0, False)
+    return dict(edges=edges, counts=counts, rates_per_s=counts / widths * 1000.0, rate_lo=lo / widths * 1000.0,
+                rate_hi=hi / widths * 1000.0, rate_constant=rate_constant)
 
-    jittered = resolution_ms > 0
-    rescaled = dispersion = None
-    if burst:
-        nan = math.nan
-        poisson_constant = Test("KS of inter-arrival times vs exponential", nan, 0.0, True,
-                                f"all {n} requests arrive at once")
-        return ArrivalFit(kind, n, float(span_ms), n / span_ms * 1000.0, cv, float(bin_ms), edges, counts, rates,
-                          lo / widths * 1000.0, hi / widths * 1000.0, rate_constant, poisson_constant, None, None,
-                          "burst", f"all {n} {kind} requests arrive at {times[0] / 1000:g} s: a burst", bin_ms,
-                          rates, nan, [], jittered)
+
+def _burst(common: dict) -> ArrivalFit:
+    """Every request at once (within a timestamp tick): a burst, no inter-arrival tests."""
+    nan = math.nan
+    return ArrivalFit(cv=nan, poisson_constant=Test(nan, 0.0, True), mean_gap_ms=nan, poisson_rescaled=None,
+                      rescaled_gap_cv=None, dispersion=None, dispersion_window_ms=None, dispersion_df=None,
+                      process="burst", reason="burst", step_ms=common["bin_ms"], rate_step_ms=common["bin_ms"],
+                      step_rates_per_s=common["rates_per_s"], predicted_cv=nan, closest_cv=nan, steps=[], **common)
+
+
+def _poisson_tests(times, span_ms, bin_ms, resolution_ms, edges, counts) -> dict:
+    """KS of the gaps against the fitted exponential; with two bins or more, the time-rescaling KS and the
+    dispersion test with the rate per bin. On timestamps spread within their tick (see the module docstring)."""
     t = spread_ticks(times, resolution_ms, span_ms)
     gaps = np.diff(t)
     scale = float(stats.expon.fit(gaps, floc=0)[1])
     ks = stats.kstest(gaps, "expon", args=(0, scale))
-    poisson_constant = Test("KS of inter-arrival times vs exponential", float(ks.statistic), float(ks.pvalue),
-                            bool(ks.pvalue < ALPHA), f"mean gap {scale:.4g} ms")
+    out = dict(poisson_constant=Test(float(ks.statistic), float(ks.pvalue), bool(ks.pvalue < ALPHA)),
+               mean_gap_ms=scale, poisson_rescaled=None, rescaled_gap_cv=None, dispersion=None,
+               dispersion_window_ms=None, dispersion_df=None)
     if len(counts) > 1:
-        lam = cumulative_rate(t, edges, counts)
-        rgaps = np.diff(lam)
+        rgaps = np.diff(cumulative_rate(t, edges, counts))
         ks2 = stats.kstest(rgaps, "expon")
-        rescaled = Test("time-rescaling KS with the per-bin rate", float(ks2.statistic), float(ks2.pvalue),
-                        bool(ks2.pvalue < ALPHA), f"CV of rescaled gaps {float(stats.variation(rgaps, ddof=1)):.3f}")
-        dispersion = dispersion_test(t, edges, counts, _sub_bin(n / span_ms, bin_ms, resolution_ms))
+        out["poisson_rescaled"] = Test(float(ks2.statistic), float(ks2.pvalue), bool(ks2.pvalue < ALPHA))
+        out["rescaled_gap_cv"] = float(stats.variation(rgaps, ddof=1))
+        window = _sub_bin(len(times) / span_ms, bin_ms, resolution_ms)
+        found = dispersion_test(t, edges, counts, window)
+        if found is not None:
+            out["dispersion"], out["dispersion_df"] = found
+            out["dispersion_window_ms"] = window
+    return out
 
-    tol = cv_tolerance(n, cv)
+
+def _scenario_process(times, span_ms, bin_ms, cv, process, step_ms, rate_constant: Test,
+                      poisson_constant: Test) -> dict:
+    """The scenario's arrival process and why (module docstring): the flags first, then `poisson` when neither
+    test rejects, else `piecewise` with the chosen step when its predicted CV is the log's, else `resampled`."""
+    n = len(times)
     if step_ms is not None:
-        chosen_step = float(step_ms)
-        steps = [{"step_ms": chosen_step,
-                  "predicted_cv": piecewise_cv(step_rates(times, span_ms, chosen_step), chosen_step, span_ms)}]
+        chosen, steps = float(step_ms), [candidate(times, span_ms, float(step_ms))]
     else:
-        chosen_step, steps = choose_step(times, span_ms, bin_ms, cv)
+        chosen, steps = choose_step(times, span_ms, bin_ms, cv)
+    closest = next((s.predicted_cv for s in steps if s.step_ms == chosen), math.nan)
     if process != "auto":
-        reason = f"chosen with --arrivals {process}"
+        reason = "arrivals-flag"
     elif step_ms is not None:
-        process, reason = "piecewise", f"a rate per {format_duration(chosen_step)}, chosen with --step"
+        process, reason = "piecewise", "step-flag"
     elif not rate_constant.rejected and not poisson_constant.rejected:
-        process = "poisson"
-        reason = (f"the rate does not vary across bins ({p_is(rate_constant.p_value)}) and a Poisson process is "
-                  f"not rejected (KS {p_is(poisson_constant.p_value)})")
+        process, reason = "poisson", "poisson-fits"
     else:
-        process = "piecewise"
-        reason = (f"the rate varies across bins ({p_is(rate_constant.p_value)})" if rate_constant.rejected
-                  else f"a Poisson process with a constant rate is rejected (KS {p_is(poisson_constant.p_value)}, "
-                       f"CV {cv:.3f})")
-    if process == "piecewise" and step_ms is None and "--arrivals" not in reason:
-        predicted = next((st["predicted_cv"] for st in steps if st["step_ms"] == chosen_step), math.nan)
-        if not abs(predicted - cv) <= tol:  # the rate alone cannot make these bursts: resample the log itself
-            process = "resampled"
-            block = resample_block(span_ms, bin_ms)
-            reason += (f"; no piecewise rate reproduces the log's inter-arrival CV ({cv:.3f}; the closest predicts "
-                       f"{predicted:.3f}), so the scenario replays the log's own arrivals, block-bootstrapped in "
-                       f"blocks of {format_duration(block)} (each seed another resample; bursts shorter than a block survive)")
-            return ArrivalFit(kind, n, float(span_ms), n / span_ms * 1000.0, cv, float(bin_ms), edges, counts, rates,
-                              lo / widths * 1000.0, hi / widths * 1000.0, rate_constant, poisson_constant, rescaled,
-                              dispersion, process, reason, float(block), step_rates(times, span_ms, chosen_step),
-                              cv, steps, jittered)
+        reason = "rate-varies" if rate_constant.rejected else "poisson-rejected"
+        # the rate alone cannot make these bursts: resample the log itself
+        process = "piecewise" if abs(closest - cv) <= cv_tolerance(n, cv) else "resampled"
+    out = dict(process=process, reason=reason, rate_step_ms=chosen, closest_cv=closest, steps=steps,
+               step_ms=chosen, step_rates_per_s=step_rates(times, span_ms, chosen), predicted_cv=closest)
     if process == "resampled":
-        block = resample_block(span_ms, bin_ms)
-        return ArrivalFit(kind, n, float(span_ms), n / span_ms * 1000.0, cv, float(bin_ms), edges, counts, rates,
-                          lo / widths * 1000.0, hi / widths * 1000.0, rate_constant, poisson_constant, rescaled,
-                          dispersion, process, reason + f" (blocks of {format_duration(block)})", float(block),
-                          step_rates(times, span_ms, chosen_step), cv, steps, jittered)
-    if process == "poisson":
-        rates_s = np.array([n / span_ms * 1000.0])
-        predicted = 1.0
-    else:
-        rates_s = step_rates(times, span_ms, chosen_step)
-        predicted = next((s["predicted_cv"] for s in steps if s["step_ms"] == chosen_step), math.nan)
-        if "--arrivals" in reason:
-            reason += f" (a rate per {format_duration(chosen_step)}, predicted CV {predicted:.3f})"
-        elif step_ms is None:
-            match = ("which reproduces the log's inter-arrival CV" if abs(predicted - cv) <= tol
-                     else f"the closest to the log's CV ({cv:.3f}) with at least {MIN_PER_STEP} requests per step")
-            reason += (f": a Poisson process whose rate changes every {format_duration(chosen_step)} "
-                       f"(predicted CV {predicted:.3f}), {match}")
-    return ArrivalFit(kind, n, float(span_ms), n / span_ms * 1000.0, cv, float(bin_ms), edges, counts, rates,
-                      lo / widths * 1000.0, hi / widths * 1000.0, rate_constant, poisson_constant, rescaled,
-                      dispersion, process, reason, float(chosen_step if process == "piecewise" else span_ms),
-                      rates_s, predicted, steps, jittered)
+        out |= dict(step_ms=resample_block(span_ms, bin_ms), predicted_cv=cv)
+    elif process == "poisson":
+        out |= dict(step_ms=float(span_ms), step_rates_per_s=np.array([n / span_ms * 1000.0]), predicted_cv=1.0)
+    return out
 
 
 # --- lengths and service times --------------------------------------------------------------------------
@@ -465,38 +486,19 @@ def fit_lengths(values, column: str, kind: str = "interactive", choice: str = "a
     sigma, _, median = stats.lognorm.fit(positive, floc=0)
     sigma = max(float(sigma), 1e-6)
     ks = stats.kstest(x, "lognorm", args=(sigma, 0, median))
-    ks_test = Test("KS vs fitted lognormal", float(ks.statistic), float(ks.pvalue), bool(ks.pvalue < ALPHA))
+    ks_test = Test(float(ks.statistic), float(ks.pvalue), bool(ks.pvalue < ALPHA))
     drift = None
     if n >= 2 * MIN_VALUES:
         half = n // 2
         d = stats.ks_2samp(x[:half], x[half:])
-        drift = Test("KS first half vs second half", float(d.statistic), float(d.pvalue), bool(d.pvalue < ALPHA))
+        drift = Test(float(d.statistic), float(d.pvalue), bool(d.pvalue < ALPHA))
     if choice == "auto":
-        if ks_test.rejected:
-            choice = "empirical"
-            reason = f"the lognormal is rejected (KS D = {ks_test.statistic:.3f}, {p_is(ks_test.p_value)})"
-        else:
-            choice = "lognormal"
-            reason = f"the lognormal is not rejected (KS D = {ks_test.statistic:.3f}, {p_is(ks_test.p_value)})"
+        choice, reason = ("empirical", "lognormal-rejected") if ks_test.rejected else ("lognormal", "lognormal-fits")
     else:
-        reason = f"chosen with --dist {choice}"
+        reason = "dist-flag"
     q = {p: float(v) for p, v in zip(QUANTILES, np.quantile(x, QUANTILES))}
     return LengthFit(column, kind, n, int((x <= 0).sum()), float(x.mean()), q, sigma, float(median), ks_test, drift,
                      choice, reason, x)
-
-
-def p_is(p: float) -> str:
-    """'p = 0.031' or 'p < 0.0001'."""
-    text = fmt_p(p)
-    return f"p {text}" if text.startswith("<") else f"p = {text}"
-
-
-def fmt_p(p: float) -> str:
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "n/a"
-    if p < 1e-4:
-        return "< 0.0001"
-    return f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
 
 
 def fit_log(log: RequestLog, bin_ms: float | None = None, dist: str = "auto", process: str = "auto",

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simlab import records
 from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
 from simlab.store import significant
 
@@ -145,21 +146,34 @@ class GpuFit:
     mean_rel_error: float
     max_rel_error: float
     profile: list[tuple[int, float]]  # (batch size, decode step ms)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # records.GPU_NOTES
     label: str = ""  # the table(s) fitted, for titles
 
     @property
     def theta(self) -> np.ndarray:
         return np.array([self.base_ms, self.per_token_ms, self.per_seq_ms, self.request_ms, self.admit_ms])
 
-    def predictions(self) -> list[dict]:
+    @property
+    def parameters(self) -> records.StepParameters:
+        return records.StepParameters(self.base_ms, self.per_token_ms, self.per_seq_ms, self.request_ms, self.admit_ms)
+
+    def predictions(self) -> list[records.Prediction]:
         out = []
         for r in self.rows:
             pred = r.predict(self.theta)
-            out.append({"line": r.line, "measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p,
-                        "output_tokens": r.o, "measured": r.value, "fitted": pred,
-                        "relative_error": (pred - r.value) / r.value})
+            out.append(records.Prediction(r.line, r.kind, r.c, r.p, r.o, r.value, pred, (pred - r.value) / r.value))
         return out
+
+    def record(self, tables: list[str], open_loop: records.OpenLoopRefit | None = None,
+               check: records.HeldOutCheck | None = None) -> records.GpuFitRecord:
+        """The fit as `simlab calibrate-gpu` stores and renders it."""
+        return records.GpuFitRecord(
+            label=self.label, tables=list(tables), parameters=self.parameters, identifiable=self.identifiable,
+            mean_rel_error=self.mean_rel_error, max_rel_error=self.max_rel_error,
+            r2=[records.MeasureFit(k, v) for k, v in self.r2.items()], predictions=self.predictions(),
+            profile=[records.ProfilePoint(c, d) for c, d in self.profile], joins=join_costs(self),
+            notes=list(self.notes), open_loop=open_loop, check=check,
+            profile_file="step-profile.csv" if self.profile else None)
 
 
 def _find(header_lower: dict[str, str], names) -> str | None:
@@ -257,12 +271,9 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
     else:
         fixed = per_token_ms if per_token_ms is not None else 0.0
         if per_token_ms is None:
-            notes.append("the table cannot tell per-token from per-sequence cost (decode-only rows, or one prompt "
-                         "length and no TTFT): per_token_ms is set to 0 and the per-sequence slope carries both; "
-                         "prefill then costs nothing extra. Add TTFT or rows with other prompt lengths, or give "
-                         "--per-token-ms")
+            notes.append("not-identifiable")  # per_token_ms 0: the per-sequence slope carries both costs
         else:
-            notes.append(f"per_token_ms fixed at {fixed:g} (--per-token-ms)")
+            notes.append("per-token-fixed")
         y2 = y - fixed * A[:, 1]
         if np.any(y2 <= 0):
             raise InputError(path, None, f"--per-token-ms {fixed:g} alone exceeds some measurements")
@@ -282,17 +293,17 @@ def fit_gpu(rows: list[Row], path: str | Path = "table", per_token_ms: float | N
 def score(fit: GpuFit) -> None:
     """The fit's error on its own rows: mean and largest relative error, R^2 per measure (set on `fit`)."""
     preds = fit.predictions()
-    rel = np.array([abs(p["relative_error"]) for p in preds])
+    rel = np.array([abs(p.relative_error) for p in preds])
     fit.mean_rel_error = float(rel.mean())
     fit.max_rel_error = float(rel.max())
     fit.r2 = {}
     for kind in MEASURES:
-        sel = [p for p in preds if p["measure"] == kind]
+        sel = [p for p in preds if p.measure == kind]
         if len(sel) >= 2:
-            fit.r2[kind] = _r2(np.array([p["measured"] for p in sel]), np.array([p["fitted"] for p in sel]))
+            fit.r2[kind] = _r2(np.array([p.measured for p in sel]), np.array([p.fitted for p in sel]))
 
 
-def join_costs(fit: GpuFit) -> list[dict]:
+def join_costs(fit: GpuFit) -> list[records.JoinCost]:
     """What one request joining costs the running ones, per (concurrency C > 1, prompt length P) measured at two
     output lengths O1 < O2: the others join (C-1)/O times per iteration, so the difference of the time per
     output token gives cost = (tpot(O1) - tpot(O2)) / ((C-1)/O1 - (C-1)/O2). The model's is
@@ -308,9 +319,8 @@ def join_costs(fit: GpuFit) -> list[dict]:
             continue
         o1, o2 = min(outs), max(outs)
         dt = float(np.mean(outs[o1]) - np.mean(outs[o2]))
-        out.append({"batch_size": c, "prompt_tokens": p, "short_output": o1, "long_output": o2,
-                    "measured_ms": dt / ((c - 1) / o1 - (c - 1) / o2),
-                    "fitted_ms": fit.admit_ms + fit.per_token_ms * (p - 1)})
+        out.append(records.JoinCost(c, p, o1, o2, dt / ((c - 1) / o1 - (c - 1) / o2),
+                                    fit.admit_ms + fit.per_token_ms * (p - 1)))
     return out
 
 
@@ -339,82 +349,75 @@ def decode_profile(rows: list[Row], fit: GpuFit) -> list[tuple[int, float]]:
     return [(c, float(np.mean(v))) for c, v in sorted(by_c.items())]
 
 
-def step_lines(fit: GpuFit) -> list[str]:
+def step_lines(p: records.StepParameters) -> list[str]:
     """The fitted [backend.step] keys, at the results' precision (another CPU's last bits change nothing)."""
-    keys = ["base_ms", "per_token_ms", "per_seq_ms", "request_ms"] + (["admit_ms"] if fit.admit_ms else [])
-    return [f"{k} = {significant(getattr(fit, k))!r}" for k in keys]
+    keys = ["base_ms", "per_token_ms", "per_seq_ms", "request_ms"] + (["admit_ms"] if p.admit_ms else [])
+    return [f"{k} = {significant(getattr(p, k))!r}" for k in keys]
 
 
-def step_toml(fit: GpuFit, profile_name: str | None) -> str:
-    r2 = ", ".join(f"{MEASURE_LABELS[k]} {v:.4f}" for k, v in fit.r2.items())
+def step_toml(r: records.GpuFitRecord) -> str:
+    """step.toml: the fitted [backend.step] with a comment on where it comes from and its error."""
+    r2 = ", ".join(f"{MEASURE_LABELS[m.measure]} {m.r2:.4f}" for m in r.r2)
     lines = [
-        f"# Fitted by `simlab calibrate-gpu` from {fit.label} ({len(fit.rows)} measurements).",
-        f"# Fit error: mean |relative error| {fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}; R^2: {r2 or 'n/a'}.",
+        f"# Fitted by `simlab calibrate-gpu` from {r.label} ({len(r.predictions)} measurements).",
+        f"# Fit error: mean |relative error| {r.mean_rel_error:.1%}, largest {r.max_rel_error:.1%}; R^2: {r2 or 'n/a'}.",
         "# Paste under a continuous-batching [backend] (kind = \"continuous-batching\", max_num_seqs = ...).",
         "[backend.step]",
-    ] + step_lines(fit)
-    if profile_name:
-        lines.append(f"# profile = \"{profile_name}\"  # the measured decode step per batch size, interpolated "
+    ] + step_lines(r.parameters)
+    if r.profile_file:
+        lines.append(f"# profile = \"{r.profile_file}\"  # the measured decode step per batch size, interpolated "
                      "(per_token_ms still prices prefill)")
     return "\n".join(lines) + "\n"
 
 
-def profile_csv(fit: GpuFit) -> str:
-    return "batch_size,step_ms\n" + "".join(f"{c},{significant(d)!r}\n" for c, d in fit.profile)
-
-
-def backend_toml(fit: GpuFit, max_num_seqs: int, profile_path: str | None) -> str:
+def backend_toml(r: records.GpuFitRecord, max_num_seqs: int, profile_path: str | None) -> str:
     """The fitted continuous-batching backend as a scenario snippet (what `simlab loadtest` prints)."""
     lines = [
-        f"# Fitted by simlab from {fit.label} ({len(fit.rows)} measurements); fit error: mean "
-        f"{fit.mean_rel_error:.1%}, largest {fit.max_rel_error:.1%}.",
+        f"# Fitted by simlab from {r.label} ({len(r.predictions)} measurements); fit error: mean "
+        f"{r.mean_rel_error:.1%}, largest {r.max_rel_error:.1%}.",
         "[backend]",
         'kind = "continuous-batching"',
         f"max_num_seqs = {max_num_seqs}",
         "[backend.step]",
-    ] + step_lines(fit)
-    if profile_path and fit.profile:
+    ] + step_lines(r.parameters)
+    if profile_path and r.profile:
         lines.append(f'# profile = "{profile_path}"  # optional: the measured decode step by sequences in flight, '
                      "interpolated, instead of base + per_seq (noisier on a busy machine)")
     return "\n".join(lines) + "\n"
 
 
-def held_out_check(fit: GpuFit, check: list[Row], tolerance: float = 0.10) -> dict:
+def held_out_check(fit: GpuFit, check: list[Row], table: str = "",
+                   tolerance: float = 0.10) -> records.HeldOutCheck:
     """The fitted model against an independent load test of the same server (rows the fit never saw), and the
     noise floor: the same measurement (measure, concurrency, prompt, output) in both tables. Both step models are
     checked: the straight line (base + per_seq * C) and, where the fit table has two or more batch sizes, its
-    measured decode profile interpolated (`*_profile`). One record: `rows` (every check row: measured, fitted,
-    error; `retest` = the fit table's value for the same level), `by_concurrency` (per measure and concurrency:
-    mean and largest |error|, and whether every row is within tolerance), `mean_abs_error`, `retest_mean_abs_difference`."""
+    measured decode profile interpolated (`*_profile`). `rows`: every check row (measured, fitted, error; `retest` =
+    the fit table's value for the same level); `by_concurrency`: per measure and concurrency, mean |error| and
+    whether every row is within tolerance."""
     first = {(r.kind, r.c, r.p, r.o): r.value for r in fit.rows}
     profile = tuple(map(list, zip(*fit.profile))) if len(fit.profile) >= 2 else None
     rows, groups = [], {}
     for r in check:
         pred = r.predict(fit.theta)
-        err = (pred - r.value) / r.value
         again = first.get((r.kind, r.c, r.p, r.o))
-        row = {"measure": r.kind, "batch_size": r.c, "prompt_tokens": r.p, "output_tokens": r.o,
-               "measured": r.value, "fitted": pred, "relative_error": err, "fitted_profile": None,
-               "relative_error_profile": None, "retest": again,
-               "retest_difference": None if again is None else (r.value - again) / again}
-        if profile is not None:
-            row["fitted_profile"] = r.predict(fit.theta, profile)
-            row["relative_error_profile"] = (row["fitted_profile"] - r.value) / r.value
+        with_profile = r.predict(fit.theta, profile) if profile is not None else None
+        row = records.CheckRow(r.kind, r.c, r.p, r.o, r.value, pred, (pred - r.value) / r.value, with_profile,
+                               None if with_profile is None else (with_profile - r.value) / r.value, again,
+                               None if again is None else (r.value - again) / again)
         rows.append(row)
         groups.setdefault((r.kind, r.c), []).append(row)
     by_c = []
     for (k, c), group in sorted(groups.items()):
-        g = {"measure": k, "batch_size": c}
-        for suffix in ("", "_profile") if profile is not None else ("",):
-            e = [abs(x["relative_error" + suffix]) for x in group]
-            g |= {"mean_abs_error" + suffix: float(np.mean(e)), "max_abs_error" + suffix: float(max(e)),
-                  "within" + suffix: bool(max(e) <= tolerance)}
+        e = [abs(x.relative_error) for x in group]
+        g = records.CheckGroup(k, c, float(np.mean(e)), float(max(e)), bool(max(e) <= tolerance))
+        if profile is not None:
+            e = [abs(x.relative_error_profile) for x in group]
+            g.mean_abs_error_profile, g.max_abs_error_profile = float(np.mean(e)), float(max(e))
+            g.within_profile = bool(max(e) <= tolerance)
         by_c.append(g)
-    diffs = [abs(r["retest_difference"]) for r in rows if r["retest_difference"] is not None]
-    out = {"tolerance": tolerance, "rows": rows, "by_concurrency": by_c,
-           "mean_abs_error": float(np.mean([abs(r["relative_error"]) for r in rows])) if rows else math.nan,
-           "mean_abs_error_profile": None,
-           "retest_mean_abs_difference": float(np.mean(diffs)) if diffs else None}
-    if profile is not None and rows:
-        out["mean_abs_error_profile"] = float(np.mean([abs(r["relative_error_profile"]) for r in rows]))
-    return out
+    diffs = [abs(r.retest_difference) for r in rows if r.retest_difference is not None]
+    mean = float(np.mean([abs(r.relative_error) for r in rows])) if rows else math.nan
+    mean_profile = (float(np.mean([abs(r.relative_error_profile) for r in rows]))
+                    if profile is not None and rows else None)
+    return records.HeldOutCheck(str(table), tolerance, rows, by_c, mean, mean_profile,
+                                float(np.mean(diffs)) if diffs else None)

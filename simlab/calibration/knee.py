@@ -17,7 +17,7 @@ rates around the crossing); its interval is where the upper and the lower CI bou
 ramp walks factors 0.25, 0.5, 0.75, 1, 1.25, ... until every curve has a point whose CI lies above the
 SLO, then bisects the bracketing interval (`--refine` times).
 
-Recommendation, explained in the report:
+Recommendation (`recommend`; the report explains it):
 - interactiveRpsThreshold = the `batch` knee (the rate at which batch at full cap makes interactive P95 cross
   the SLO), rounded down to two significant digits: the adaptive policy's pressure rps / threshold reaches
   1, and the batch cap its minimum, by the time full batch would break the SLO (and the cap already shrinks
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from simlab import records
 from simlab.errors import InputError
 from simlab.experiments.runner import Job, execute
 from simlab.experiments.stats import mean_ci
@@ -42,11 +43,6 @@ from simlab.scenario import ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, T
 AUTO_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0)
 LOW_FACTORS = (0.1, 0.05, 0.02)
 CURVES = ("alone", "batch", "adaptive")
-CURVE_LABELS = {
-    "alone": "batch absent",
-    "batch": "batch present, full cap (static)",
-    "adaptive": "adaptive, recommended options",
-}
 
 
 def interactive_workloads(scenario: Scenario) -> list[int]:
@@ -114,10 +110,9 @@ class Point:
     hi: float
     batch_throughput: float = math.nan
 
-    def row(self) -> dict:
-        return {"curve": self.curve, "factor": self.factor, "offered_rps": self.rps, "p95_mean_ms": self.mean,
-                "p95_ci_low_ms": self.lo, "p95_ci_high_ms": self.hi, "replications": len(self.p95),
-                "batch_throughput_per_min": self.batch_throughput}
+    def record(self) -> records.KneePoint:
+        return records.KneePoint(self.curve, self.factor, self.rps, self.mean, self.lo, self.hi, len(self.p95),
+                                 self.batch_throughput)
 
 
 @dataclass
@@ -129,29 +124,8 @@ class Knee:
     status: str  # "found", "above" (never crossed: knee beyond the last rate), "below" (over SLO from the start)
     bracket: tuple[float, float] | None = None
 
-    def describe(self) -> str:
-        if self.status == "above":
-            return f"above {self.lo:.3g} req/s (P95 stays under the SLO at every rate tried)"
-        if self.status == "below":
-            return f"below {self.hi:.3g} req/s (P95 over the SLO at the lowest rate tried)"
-        ci = f" (95% CI {self.lo:.3g} to {self.hi:.3g})" if math.isfinite(self.lo) and math.isfinite(self.hi) else ""
-        return f"{self.rps:.3g} req/s{ci}"
-
-
-@dataclass
-class Calibration:
-    scenario: Scenario
-    slo_ms: float
-    seeds: list[int]
-    base_rps: float
-    points: list[Point] = field(default_factory=list)
-    knees: dict[str, Knee] = field(default_factory=dict)
-    recommended: dict = field(default_factory=dict)
-    options: dict = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def curve(self, name: str) -> list[Point]:
-        return sorted((p for p in self.points if p.curve == name), key=lambda p: p.rps)
+    def record(self) -> records.Knee:
+        return records.Knee(self.curve, self.rps, self.lo, self.hi, self.status)
 
 
 def _crossing(xs, ys, level) -> float | None:
@@ -305,51 +279,46 @@ class Ramp:
 
 def calibrate(scenario: Scenario, base_options, seeds: list[int], out: Path | None, workers: int = 1,
               slo_ms: float | None = None, factors: list[float] | None = None, refine: int = 2,
-              verify: bool = True, progress=None, scheduler=None) -> Calibration:
+              verify: bool = True, progress=None, scheduler=None) -> records.CalibrationRecord:
     interactive_workloads(scenario)  # ramps need open-loop interactive arrivals
     slo = slo_ms if slo_ms is not None else scenario.slo_p95_ms
     ramp = Ramp(scenario, base_options, seeds, out, workers, slo, progress, scheduler)
-    cal = Calibration(scenario, slo, seeds, ramp.rps(1.0))
+    base_rps = ramp.rps(1.0)
     curves = ["alone"] + (["batch"] if ramp.has_batch else [])
-    if not ramp.has_batch:
-        cal.notes.append("the scenario has no batch workload: only the batch-absent curve is measured, and the "
-                         "threshold comes from it")
+    notes = [] if ramp.has_batch else ["no-batch"]  # only the batch-absent curve, and the threshold from it
     if all(isinstance(scenario.workload[i].arrivals, Trace) for i in interactive_workloads(scenario)):
-        cal.notes.append("the interactive arrivals replay a trace: with batch absent every seed sees the same "
-                         "requests (zero-width CIs unless the backend draws randomness); seeds vary the batch draws")
+        notes.append("trace-arrivals")  # with batch absent every seed sees the same requests
     ramp.ramp(curves, factors, refine)
     knees = {c: find_knee(ramp.curve_points(c), slo, c) for c in curves}
-    source = knees["batch"] if "batch" in knees else knees["alone"]
-    if source.status == "found":
-        raw = source.rps
-        why = (f"the {'batch-present' if source.curve == 'batch' else 'batch-absent'} knee"
-               + (f", 95% CI {source.lo:.3g} to {source.hi:.3g}" if math.isfinite(source.lo) and math.isfinite(source.hi) else ""))
-    elif source.status == "above":
-        raw, why = source.lo, "the highest rate tried (the SLO held everywhere: ramp further with --rates)"
-        cal.notes.append(f"the {CURVE_LABELS[source.curve]} curve never crossed the SLO; the threshold is the "
-                         "highest rate tried and errs on the safe side")
-    else:
-        raw, why = source.hi, "the lowest rate tried (P95 was already over the SLO there)"
-        cal.notes.append(f"the {CURVE_LABELS[source.curve]} curve is over the SLO at the lowest rate tried: "
-                         "the SLO cannot be met with batch at full cap; the threshold is a floor")
-    threshold = _nice_floor(raw) if raw and math.isfinite(raw) else None
-    if threshold is None or threshold <= 0:
-        raise InputError(scenario.path, None, "no usable knee: interactive P95 is over the SLO at every rate tried")
-    cal.recommended = {"interactiveRpsThreshold": threshold, "interactiveP95LatencyMs": float(slo),
-                       "threshold_from": why, "threshold_raw": raw}
+    recommendation = recommend(knees["batch"] if "batch" in knees else knees["alone"], slo, scenario)
+    notes += {"highest-rate": ["never-crossed"], "lowest-rate": ["over-at-lowest"]}.get(recommendation.basis, [])
     base = base_options.model_dump(by_alias=True, exclude_none=True)
     from simlab.policies import ARTICLE_DEFAULTS, options_from_dict
 
     merged = {**{k: v for k, v in ARTICLE_DEFAULTS.items() if k not in base}, **base, "policy": "adaptive",
-              "interactiveRpsThreshold": threshold, "interactiveP95LatencyMs": float(slo)}
+              "interactiveRpsThreshold": recommendation.interactive_rps_threshold,
+              "interactiveP95LatencyMs": recommendation.interactive_p95_latency_ms}
     recommended = options_from_dict(merged, "recommended options")
-    cal.options = recommended.to_json_dict()
     if verify and ramp.has_batch:
         ramp.options["adaptive"] = recommended
         ceiling = knees["alone"].bracket[1] if knees["alone"].bracket else math.inf
         factors_v = sorted({p.factor for c in curves for p in ramp.curve_points(c) if p.rps <= ceiling * 1.0001})
         ramp.run([("adaptive", f) for f in factors_v])
         knees["adaptive"] = find_knee(ramp.curve_points("adaptive"), slo, "adaptive")
-    cal.knees = knees
-    cal.points = [p for c in CURVES for p in ramp.curve_points(c)]
-    return cal
+    return records.CalibrationRecord(
+        scenario=scenario.name, slo_p95_ms=float(slo), seeds=list(seeds), base_rps=base_rps,
+        knees=[k.record() for k in knees.values()], recommendation=recommendation,
+        options=recommended.to_json_dict(), notes=notes,
+        points=[p.record() for c in CURVES for p in ramp.curve_points(c)])
+
+
+def recommend(source: Knee, slo: float, scenario: Scenario) -> records.Recommendation:
+    """interactiveRpsThreshold from the knee of `source` (the batch-present curve, or batch absent), rounded down to
+    two significant digits; the highest rate tried when it never crossed the SLO (erring on the safe side), the
+    lowest when it was over the SLO from the start (a floor: the SLO cannot be met with batch at full cap)."""
+    raw, basis = {"found": (source.rps, "knee"), "above": (source.lo, "highest-rate")}.get(
+        source.status, (source.hi, "lowest-rate"))
+    threshold = _nice_floor(raw) if raw and math.isfinite(raw) else None
+    if threshold is None or threshold <= 0:
+        raise InputError(scenario.path, None, "no usable knee: interactive P95 is over the SLO at every rate tried")
+    return records.Recommendation(threshold, float(slo), source.curve, basis, float(raw))

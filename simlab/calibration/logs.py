@@ -67,7 +67,7 @@ class RequestLog:
     sources: dict[str, str]  # role -> "column (unit)", for the report
     origin: str | None = None  # the first request's timestamp as written, when the log has date-times
     resolution_ms: float = 0.0  # timestamp granularity (1000 for whole seconds, 1 for whole ms, 0 if finer)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # codes of records.FitRecord.log_notes
 
     @property
     def span_ms(self) -> float:
@@ -378,6 +378,6 @@ def read_log(path: str | Path, mapping: dict | str | None = None, classes: dict 
     notes = []
     order = np.argsort(out["arrival_ms"].to_numpy(), kind="stable")
     if np.any(np.diff(out["arrival_ms"].to_numpy()) < 0):
-        notes.append("rows were not in arrival order; sorted by arrival time")
+        notes.append("unsorted")  # rows were not in arrival order: sorted by arrival time
     out = out.iloc[order].reset_index(drop=True)
     return RequestLog(path, layout, out, sources, origin, resolution, notes)

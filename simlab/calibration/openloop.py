@@ -26,39 +26,16 @@ lands 1e-8 apart on CPUs with other BLAS kernels, which the committed 6-digit ca
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from simlab.errors import InputError
+from simlab.records import OpenLoopRefit, OpenLoopRun
 
 MIN_REQUESTS = 20
 F_SCALE = 0.05  # soft-L1: relative errors well beyond 5% count about linearly, not squared
 UNSTREAMED = 0.05  # a decode step under this share of the run's median was not streamed
-
-
-@dataclass
-class RunError:
-    """The model at the measured load against one run: median over its requests of model / measured - 1."""
-    name: str
-    requests: int
-    mean_sequences: float
-    before: float  # with the load-test fit
-    after: float  # with the open-loop refit
-
-
-@dataclass
-class OpenLoopFit:
-    base_ms: float
-    per_seq_ms: float
-    admit_ms: float
-    per_token_ms: float  # kept from the load test
-    requests: int
-    unstreamed: int  # requests left out: their tokens came all at once
-    runs: list[RunError]
-    mean_abs_error_before: float  # over every request
-    mean_abs_error_after: float
 
 
 def load_rows(records: list[dict], max_num_seqs: int) -> tuple[np.ndarray, int]:
@@ -76,7 +53,7 @@ def load_rows(records: list[dict], max_num_seqs: int) -> tuple[np.ndarray, int]:
 
 
 def refit(fit, runs: dict[str, list[dict]], max_num_seqs: int):
-    """(the load-test fit with base_ms, per_seq_ms and admit_ms refitted on the runs' requests, OpenLoopFit).
+    """(the load-test fit with base_ms, per_seq_ms and admit_ms refitted on the runs' requests, the refit's record).
     `fit` is calibration.gpu.GpuFit; `runs` maps a run's name to its request records."""
     from simlab.calibration.gpu import score
     from simlab.runtime.validate import model_step
@@ -97,11 +74,7 @@ def refit(fit, runs: dict[str, list[dict]], max_num_seqs: int):
     theta = soft_l1_fit(A, (measured - known) / measured, F_SCALE)
     theta = np.where(np.abs(theta) < 1e-9, 0.0, theta)
     new = dataclasses.replace(fit, base_ms=float(theta[0]), per_seq_ms=float(theta[1]), admit_ms=float(theta[2]),
-                              profile=[], notes=fit.notes + [
-                                  f"base_ms, per_seq_ms and admit_ms refitted on {len(rows)} requests of open-loop "
-                                  "runs (see 'Refitted on open-loop traffic'; "
-                                  f"{unstreamed} request(s) whose tokens came all at once left out); the load-test "
-                                  "rows below are predicted with the refitted values"],
+                              profile=[], notes=fit.notes + ["open-loop-refit"],
                               label=fit.label + f" + {len(runs)} open-loop run(s)")
     score(new)
 
@@ -109,12 +82,12 @@ def refit(fit, runs: dict[str, list[dict]], max_num_seqs: int):
         return model_step(step, r[:, 1], r[:, 3], r[:, 4]) / r[:, 2] - 1
 
     nan = float("nan")
-    run_errors = [RunError(name, len(r), float(r[:, 1].mean()) if len(r) else nan,
-                           float(np.median(errors(fit, r))) if len(r) else nan,
-                           float(np.median(errors(new, r))) if len(r) else nan)
+    run_errors = [OpenLoopRun(name, len(r), float(r[:, 1].mean()) if len(r) else nan,
+                                      float(np.median(errors(fit, r))) if len(r) else nan,
+                                      float(np.median(errors(new, r))) if len(r) else nan)
                   for name, r in per_run.items()]
-    report = OpenLoopFit(new.base_ms, new.per_seq_ms, new.admit_ms, pt, len(rows), unstreamed, run_errors,
-                         float(np.mean(np.abs(errors(fit, rows)))), float(np.mean(np.abs(errors(new, rows)))))
+    report = OpenLoopRefit(fit.parameters, fit.mean_rel_error, len(rows), unstreamed, run_errors,
+                                   float(np.mean(np.abs(errors(fit, rows)))), float(np.mean(np.abs(errors(new, rows)))))
     return new, report
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simlab import records
 from simlab.atomic import atomic_write_text
-from simlab.calibration.fit import LogFit, format_span
+from simlab.calibration.fit import LogFit, format_duration, format_span
 from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
 
 MAX_EMPIRICAL_ROWS = 20_000  # beyond this, the CSV holds this many quantiles of the log's values
@@ -99,7 +100,7 @@ def read_template(path: str | Path, out_dir: Path) -> dict:
     return world
 
 
-def lengths_file(fit: LogFit, kind: str, out_dir: Path) -> tuple[str, list[str]]:
+def lengths_file(fit: LogFit, kind: str, out_dir: Path) -> tuple[str, list[records.ScenarioNote]]:
     """Write the class's empirical values (CSV, one column per fitted quantity); its name and notes."""
     fits = fit.lengths[kind]
     columns = list(fits)
@@ -108,7 +109,7 @@ def lengths_file(fit: LogFit, kind: str, out_dir: Path) -> tuple[str, list[str]]
     if n > MAX_EMPIRICAL_ROWS:
         probs = (np.arange(MAX_EMPIRICAL_ROWS) + 0.5) / MAX_EMPIRICAL_ROWS
         data = {c: np.quantile(fits[c].values, probs, method="inverted_cdf") for c in columns}
-        notes.append(f"{n:,} values per column are summarised by {MAX_EMPIRICAL_ROWS:,} evenly spaced quantiles")
+        notes.append(records.ScenarioNote("empirical-quantiles", kind, n, MAX_EMPIRICAL_ROWS))
     else:
         data = {c: fits[c].values for c in columns}
     rows = [",".join(columns)]
@@ -131,13 +132,13 @@ def _dist(fit, file: str | None) -> dict:
 
 
 def write_scenario(fit: LogFit, out_dir: Path, name: str | None = None, template: str | Path | None = None,
-                   slo_ms: float | None = None, seed: int = 1, replications: int = 5) -> tuple[Path, list[str]]:
+                   slo_ms: float | None = None, seed: int = 1,
+                   replications: int = 5) -> tuple[Path, list[records.ScenarioNote]]:
     """Write out_dir/scenario.toml (and lengths CSVs); return its path and notes for the report."""
     from simlab.scenario import load_scenario
 
     out_dir = Path(out_dir)
     log = fit.log
-    notes: list[str] = []
     world = read_template(template, out_dir) if template else {}  # a bad template: nothing written yet
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or f"{log.path.stem}-fit"
@@ -164,52 +165,12 @@ def write_scenario(fit: LogFit, out_dir: Path, name: str | None = None, template
         if k in world:
             text += f"{k} = {toml_value(world[k])}\n"
 
-    if "backend" in world:
-        text += f"\n# backend, scheduler, experiment, criteria and tune copied from {Path(template).name}\n"
-        text += toml_table("backend", world["backend"])
-    else:
-        backend = {"kind": "delay"}
-        text += "\n# Placeholder world: unlimited capacity (`delay`), so a request takes its service time. Put your\n"
-        text += "# server here (slots, continuous-batching with a step profile from `simlab calibrate-gpu`, api),\n"
-        text += "# or fit again with --template YOUR-SCENARIO.toml.\n"
-        if not has_service:
-            backend["token_time"] = dict(PLACEHOLDER_TOKEN_TIME)
-            text += "# token_time is a placeholder GPU cost (ms per token) that turns token counts into service times.\n"
-            notes.append("the backend is a placeholder (`delay` with a made-up token_time): give --template to use yours")
-        else:
-            notes.append("the backend is a placeholder (`delay`: unlimited capacity; latency = the fitted service time)")
-        text += toml_table("backend", backend)
-    if "scheduler" in world:
-        text += "\n" + toml_table("scheduler", world["scheduler"])
-
-    for kind, a in fit.arrivals.items():
-        text += "\n"
-        text += f"# {kind}: {a.n:,} requests, {a.rate_per_s:.4g} req/s on average, inter-arrival CV {a.cv:.3f}.\n"
-        text += f"# Arrivals: {a.process_reason}.\n"
-        lines = [f"name = {toml_value(kind)}", f"class = {toml_value(kind)}"]
-        if a.process == "poisson":
-            lines.append("arrivals = " + toml_value({"process": "poisson", "rate_per_s": round_sig(a.rate_per_s)}))
-        elif a.process == "resampled":
-            arr_file = f"{kind}-arrivals.csv"
-            own = fit.log.of(kind)["arrival_ms"].to_numpy(dtype=float)
-            atomic_write_text(out_dir / arr_file, "arrival_ms\n" + "".join(f"{float(t)!r}\n" for t in np.sort(own)))
-            lines.append("arrivals = " + toml_value({"process": "resampled", "file": arr_file,
-                                                      "block_ms": float(a.step_ms), "span_ms": duration}))
-        elif a.process == "burst":
-            lines.append("arrivals = " + toml_value({"process": "burst", "count": a.n,
-                                                      "at_ms": _first_arrival(fit, kind)}))
-        else:
-            lines.append(f"arrivals = {{ process = \"piecewise\", step_ms = {toml_value(float(a.step_ms))}, "
-                         f"rates_per_s = {number_list(a.step_rates_per_s)} }}")
-        file = None
-        if any(f.choice == "empirical" for f in fit.lengths[kind].values()):
-            file, more = lengths_file(fit, kind, out_dir)
-            notes += [f"{kind}: {m}" for m in more]
-        for col, lf in fit.lengths[kind].items():
-            key = "service" if col == "service_ms" else col
-            lines.append(f"# {col}: {lf.choice}, {lf.reason}")
-            lines.append(f"{key} = {toml_value(_dist(lf, file))}")
-        text += "[[workload]]\n" + "\n".join(lines) + "\n"
+    backend_text, notes = _backend(world, template, has_service)
+    text += backend_text
+    for kind in fit.arrivals:
+        workload_text, more = _workload(fit, kind, out_dir, duration)
+        text += workload_text
+        notes += more
         if not has_tokens and not has_service:  # pragma: no cover - read_log refuses such logs
             raise InputError(log.path, None, "nothing to fit: no token or latency columns")
 
@@ -230,6 +191,63 @@ def write_scenario(fit: LogFit, out_dir: Path, name: str | None = None, template
                              f"not load ({found})") from None
         raise RuntimeError(f"the fitted scenario does not load: {exc}") from exc  # a bug in this writer
     return path, notes
+
+
+def _backend(world: dict, template, has_service: bool) -> tuple[str, list[records.ScenarioNote]]:
+    """The template's backend and scheduler, or the placeholder `delay` backend (and a note saying so)."""
+    notes = []
+    if "backend" in world:
+        text = f"\n# backend, scheduler, experiment, criteria and tune copied from {Path(template).name}\n"
+        text += toml_table("backend", world["backend"])
+    else:
+        backend = {"kind": "delay"}
+        text = "\n# Placeholder world: unlimited capacity (`delay`), so a request takes its service time. Put your\n"
+        text += "# server here (slots, continuous-batching with a step profile from `simlab calibrate-gpu`, api),\n"
+        text += "# or fit again with --template YOUR-SCENARIO.toml.\n"
+        if not has_service:
+            backend["token_time"] = dict(PLACEHOLDER_TOKEN_TIME)
+            text += "# token_time is a placeholder GPU cost (ms per token) that turns token counts into service times.\n"
+            notes.append(records.ScenarioNote("placeholder-token-time"))
+        else:
+            notes.append(records.ScenarioNote("placeholder-delay"))
+        text += toml_table("backend", backend)
+    if "scheduler" in world:
+        text += "\n" + toml_table("scheduler", world["scheduler"])
+    return text, notes
+
+
+def _workload(fit: LogFit, kind: str, out_dir: Path, duration: float) -> tuple[str, list[records.ScenarioNote]]:
+    """One class's [[workload]]: its arrival process and lengths (with their empirical CSV when one is used)."""
+    a = fit.arrivals[kind]
+    notes: list[records.ScenarioNote] = []
+    text = f"\n# {kind}: {a.n:,} requests, {a.rate_per_s:.4g} req/s on average, inter-arrival CV {a.cv:.3f}.\n"
+    detail = {"piecewise": f", a rate per {format_duration(a.step_ms)} (predicted CV {a.predicted_cv:.3f})",
+              "resampled": f", the log's own arrivals in blocks of {format_duration(a.step_ms)}"}.get(a.process, "")
+    text += f"# Arrivals: {a.process}{detail}; why: report.md.\n"
+    lines = [f"name = {toml_value(kind)}", f"class = {toml_value(kind)}"]
+    if a.process == "poisson":
+        lines.append("arrivals = " + toml_value({"process": "poisson", "rate_per_s": round_sig(a.rate_per_s)}))
+    elif a.process == "resampled":
+        arr_file = f"{kind}-arrivals.csv"
+        own = fit.log.of(kind)["arrival_ms"].to_numpy(dtype=float)
+        atomic_write_text(out_dir / arr_file, "arrival_ms\n" + "".join(f"{float(t)!r}\n" for t in np.sort(own)))
+        lines.append("arrivals = " + toml_value({"process": "resampled", "file": arr_file,
+                                                  "block_ms": float(a.step_ms), "span_ms": duration}))
+    elif a.process == "burst":
+        lines.append("arrivals = " + toml_value({"process": "burst", "count": a.n,
+                                                  "at_ms": _first_arrival(fit, kind)}))
+    else:
+        lines.append(f"arrivals = {{ process = \"piecewise\", step_ms = {toml_value(float(a.step_ms))}, "
+                     f"rates_per_s = {number_list(a.step_rates_per_s)} }}")
+    file = None
+    if any(f.choice == "empirical" for f in fit.lengths[kind].values()):
+        file, notes = lengths_file(fit, kind, out_dir)
+    for col, lf in fit.lengths[kind].items():
+        key = "service" if col == "service_ms" else col
+        lines.append(f"# {col}: {lf.choice} (KS D = {lf.ks.statistic:.3f} against the fitted lognormal)")
+        lines.append(f"{key} = {toml_value(_dist(lf, file))}")
+    text += "[[workload]]\n" + "\n".join(lines) + "\n"
+    return text, notes
 
 
 def _first_arrival(fit: LogFit, kind: str) -> float:

@@ -27,33 +27,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from simlab.calibration.fit import QUANTILES, LogFit, bin_edges, counts_in, p_is
+from simlab import records
+from simlab.calibration.fit import QUANTILES, LogFit, bin_edges, counts_in
+from simlab.records import ValidationCheck as Check
 
 LEVEL = 0.95
 
 
 @dataclass
-class Check:
-    kind: str
-    quantity: str
-    observed: float
-    observed_lo: float
-    observed_hi: float
-    simulated: float
-    simulated_lo: float
-    simulated_hi: float
-    ok: bool
-    how: str
-
-    def row(self) -> dict:
-        return {k: getattr(self, k) for k in ("kind", "quantity", "observed", "observed_lo", "observed_hi",
-                                                "simulated", "simulated_lo", "simulated_hi", "ok", "how")}
-
-
-@dataclass
 class Validation:
     seeds: list[int]
-    policy: str
+    policy: str | None  # None: the workload alone was generated (the log has no latency to compare)
     checks: list[Check]
     bins: dict[str, dict]  # kind -> {"edges", "observed", "simulated" (S x bins), "p"}
     samples: dict[str, dict]  # kind -> quantity -> {"observed": array, "simulated": array}
@@ -62,6 +46,13 @@ class Validation:
     @property
     def ok(self) -> bool:
         return all(self.passed.values())
+
+    def record(self) -> records.FitValidation:
+        rows = [records.ValidationBin(kind, float(b["edges"][i]), float(b["edges"][i + 1]), int(b["observed"][i]),
+                                      float(b["simulated"][:, i].mean()), float(b["p"][i]))
+                for kind, b in self.bins.items() for i in range(len(b["observed"]))]
+        return records.FitValidation(list(self.seeds), self.policy, self.passed["rates"], self.passed["cv"],
+                                     self.passed["quantiles"], list(self.checks), rows)
 
 
 def quantile_ci(sorted_x: np.ndarray, q: float, level: float = LEVEL) -> tuple[float, float, float]:
@@ -138,112 +129,107 @@ def workload_arrays(scenario, seed: int) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def _poisson_rates(kind, fit, p, observed_counts, mean_rates, widths_s, n_obs, n_sim, span_s, S, checks) -> bool:
-    """The exact Poisson tests per bin and on the whole log (synthetic processes); True when both pass."""
+def _poisson_rates(kind, p, observed_counts, mean_rates, widths_s, n_obs, n_sim, span_s, S) -> list[Check]:
+    """The exact Poisson tests per bin and on the whole log (synthetic processes)."""
     fails = int((p < 1 - LEVEL).sum())
     allowed = stats.binomtest(fails, len(p), 1 - LEVEL, alternative="greater").pvalue >= 0.01
-    checks.append(Check(
-        kind, f"arrival rate in each {fit.bin_ms / 1000:g} s bin (req/s)",
-        float(np.mean(observed_counts / widths_s)), math.nan, math.nan,
-        float(np.mean(mean_rates)), math.nan, math.nan, bool(allowed),
-        f"{len(p) - fails} of {len(p)} bins within sampling error (exact test at 5%; "
-        f"{fails} outside, chance allows this: {'yes' if allowed else 'no'})"))
+    nan = math.nan
+    per_bin = Check(kind, "bin_rate", None, None, float(np.mean(observed_counts / widths_s)), nan, nan,
+                    float(np.mean(mean_rates)), nan, nan, bool(allowed), "poisson", bins_within=len(p) - fails,
+                    bins=len(p))
     lo, hi = stats.poisson.interval(LEVEL, n_obs) if n_obs else (0, 0)
     p_total = count_test(n_obs, int(n_sim.sum()), S)
     sim_lo, sim_hi = stats.poisson.interval(LEVEL, n_sim.sum()) if n_sim.sum() else (0, 0)
-    checks.append(Check(kind, "arrival rate, whole log (req/s)", n_obs / span_s, lo / span_s, hi / span_s,
-                        n_sim.mean() / span_s, sim_lo / S / span_s, sim_hi / S / span_s, p_total >= 1 - LEVEL,
-                        f"exact test of one rate, {p_is(p_total)}"))
-    return bool(allowed) and p_total >= 1 - LEVEL
+    total = Check(kind, "total_rate", None, None, n_obs / span_s, lo / span_s, hi / span_s, n_sim.mean() / span_s,
+                  sim_lo / S / span_s, sim_hi / S / span_s, bool(p_total >= 1 - LEVEL), "poisson", p_value=p_total)
+    return [per_bin, total]
 
 
-def _resampled_rates(kind, fit, observed_counts, sim_counts, widths_s, n_obs, n_sim, span_s):
+def _prediction_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """(mean, low, high) of the 95% prediction interval of one more seed: mean +- t * sd * sqrt(1 + 1/S)."""
+    S = len(values)
+    m = float(np.nanmean(values))
+    sd = float(np.nanstd(values, ddof=1)) if S > 1 else 0.0
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, max(S - 1, 1))) * sd * math.sqrt(1 + 1 / S) if S > 1 else 0.0
+    return m, m - half, m + half
+
+
+def _resampled_rates(kind, observed_counts, sim_counts, widths_s, n_obs, n_sim, span_s) -> list[Check]:
     """A block-resampled class against its own resampling variability (see the module docstring)."""
-    S = len(n_sim)
     pooled = sim_counts.ravel()
     p_bins = float(stats.ks_2samp(observed_counts, pooled).pvalue) if len(pooled) and len(observed_counts) else 1.0
-    ok_bins = p_bins >= 1 - LEVEL
     width = float(np.mean(widths_s))
-    bin_check = Check(
-        kind, f"arrival rate in each {fit.bin_ms / 1000:g} s bin (req/s)",
-        float(np.mean(observed_counts / widths_s)), float(np.quantile(observed_counts, 0.05) / width),
-        float(np.quantile(observed_counts, 0.95) / width), float(np.mean(sim_counts / widths_s)),
-        float(np.quantile(pooled, 0.05) / width) if len(pooled) else math.nan,
-        float(np.quantile(pooled, 0.95) / width) if len(pooled) else math.nan, bool(ok_bins),
-        f"resampled class: the log's counts per bin and the seeds' (pooled) share one distribution (two-sample KS, "
-        f"{p_is(p_bins)}; intervals: 5th-95th percentile of the bins), not a Poisson test")
-    m = float(n_sim.mean())
-    sd = float(np.std(n_sim, ddof=1)) if S > 1 else 0.0
-    half = float(stats.t.ppf(0.5 + LEVEL / 2, max(S - 1, 1))) * sd * math.sqrt(1 + 1 / S) if S > 1 else 0.0
-    ok_total = m - half <= n_obs <= m + half
-    total_check = Check(kind, "arrival rate, whole log (req/s)", n_obs / span_s, math.nan, math.nan, m / span_s,
-                        (m - half) / span_s, (m + half) / span_s, bool(ok_total),
-                        "resampled class: the log's total in the 95% prediction interval of the seeds' totals "
-                        f"(their block-resample variability): {'yes' if ok_total else 'no'}")
-    return bool(ok_bins), bool(ok_total), bin_check, total_check
+    nan = math.nan
+    per_bin = Check(kind, "bin_rate", None, None, float(np.mean(observed_counts / widths_s)),
+                    float(np.quantile(observed_counts, 0.05) / width), float(np.quantile(observed_counts, 0.95) / width),
+                    float(np.mean(sim_counts / widths_s)),
+                    float(np.quantile(pooled, 0.05) / width) if len(pooled) else nan,
+                    float(np.quantile(pooled, 0.95) / width) if len(pooled) else nan, bool(p_bins >= 1 - LEVEL),
+                    "resampled", p_value=p_bins)
+    m, lo, hi = _prediction_interval(n_sim.astype(float))
+    total = Check(kind, "total_rate", None, None, n_obs / span_s, nan, nan, m / span_s, lo / span_s, hi / span_s,
+                  bool(lo <= n_obs <= hi), "resampled")
+    return [per_bin, total]
+
+
+def _cv_check(kind, cv: float, sims: list[np.ndarray], resolution_ms: float) -> Check:
+    """The log's inter-arrival CV in the seeds' prediction interval (simulated times on the log's tick)."""
+    cvs = []
+    for s in sims:
+        t = np.sort(s)
+        if resolution_ms > 0:
+            t = np.floor(t / resolution_ms) * resolution_ms
+        g = np.diff(t)
+        cvs.append(float(stats.variation(g, ddof=1)) if len(g) > 1 and g.mean() > 0 else math.nan)
+    m, lo, hi = _prediction_interval(np.array(cvs))
+    return Check(kind, "cv", None, None, cv, math.nan, math.nan, m, lo, hi, bool(lo <= cv <= hi),
+                 "prediction-interval")
+
+
+def _quantile_checks(kind, col, observed: np.ndarray, simulated: np.ndarray) -> list[Check]:
+    checks = []
+    for q in QUANTILES:
+        o, olo, ohi = quantile_ci(observed, q)
+        s, slo, shi = quantile_ci(simulated, q)
+        checks.append(Check(kind, "quantile", col, q, o, olo, ohi, s, slo, shi, not (ohi < slo or shi < olo),
+                            "order-statistics"))
+    return checks
 
 
 def validate(fit: LogFit, scenario, seeds: list[int]) -> Validation:
     latency = any("service_ms" in cols for cols in fit.lengths.values())
     policy, runs = simulate(scenario, seeds, latency)
-    if not latency:
-        policy = "none (workload only: the log has no latency to compare)"
     S = len(seeds)
     checks: list[Check] = []
     bins: dict[str, dict] = {}
     samples: dict[str, dict] = {}
-    rates_ok = cv_ok = q_ok = True
-    res = fit.log.resolution_ms
+    edges = bin_edges(fit.log.span_ms, fit.bin_ms)
+    widths_s = np.diff(edges) / 1000
+    span_s = fit.log.span_ms / 1000
     for kind, a in fit.arrivals.items():
         obs = fit.log.of(kind)
-        edges = bin_edges(fit.log.span_ms, fit.bin_ms)
-        widths_s = np.diff(edges) / 1000
         observed_counts = counts_in(obs["arrival_ms"].to_numpy(), edges)
         sims = [run.get(kind, {}).get("arrival_ms", np.empty(0)) for run in runs]
         sim_counts = np.array([counts_in(s[s <= edges[-1]], edges) for s in sims])
         p = np.array([count_test(o, s, S) for o, s in zip(observed_counts, sim_counts.sum(axis=0))])
         bins[kind] = {"edges": edges, "observed": observed_counts, "simulated": sim_counts, "p": p}
-        mean_rates = sim_counts / widths_s
-        n_obs = len(obs)
         n_sim = np.array([len(s) for s in sims])
-        span_s = fit.log.span_ms / 1000
         if a.process == "resampled":
-            ok_bins, ok_total, bin_check, total_check = _resampled_rates(kind, fit, observed_counts, sim_counts,
-                                                                         widths_s, n_obs, n_sim, span_s)
-            rates_ok &= ok_bins and ok_total
-            checks += [bin_check, total_check]
+            checks += _resampled_rates(kind, observed_counts, sim_counts, widths_s, len(obs), n_sim, span_s)
         else:
-            rates_ok &= _poisson_rates(kind, fit, p, observed_counts, mean_rates, widths_s, n_obs, n_sim, span_s, S, checks)
+            checks += _poisson_rates(kind, p, observed_counts, sim_counts / widths_s, widths_s, len(obs), n_sim,
+                                     span_s, S)
         if a.process != "burst":
-            cvs = []
-            for s in sims:
-                t = np.sort(s)
-                if res > 0:
-                    t = np.floor(t / res) * res
-                g = np.diff(t)
-                cvs.append(float(stats.variation(g, ddof=1)) if len(g) > 1 and g.mean() > 0 else math.nan)
-            cvs = np.array(cvs)
-            m, sd = float(np.nanmean(cvs)), float(np.nanstd(cvs, ddof=1)) if S > 1 else 0.0
-            half = float(stats.t.ppf(0.5 + LEVEL / 2, max(S - 1, 1))) * sd * math.sqrt(1 + 1 / S) if S > 1 else 0.0
-            ok = m - half <= a.cv <= m + half
-            cv_ok &= bool(ok)
-            checks.append(Check(kind, "inter-arrival CV", a.cv, math.nan, math.nan, m, m - half, m + half, bool(ok),
-                                f"log's CV in the seeds' 95% prediction interval: {'yes' if ok else 'no'}"))
+            checks.append(_cv_check(kind, a.cv, sims, fit.log.resolution_ms))
         samples[kind] = {}
         for col in fit.lengths.get(kind, {}):
             observed = np.sort(obs[col].to_numpy(dtype=float))
             simulated = np.concatenate([run[kind][col] for run in runs if kind in run])
             simulated = np.sort(simulated[np.isfinite(simulated)])
             samples[kind][col] = {"observed": observed, "simulated": simulated}
-            if len(simulated) == 0:
-                continue
-            name = "latency (ms)" if col == "service_ms" else col.replace("_", " ")
-            for q in QUANTILES:
-                o, olo, ohi = quantile_ci(observed, q)
-                s, slo, shi = quantile_ci(simulated, q)
-                ok = not (ohi < slo or shi < olo)
-                q_ok &= ok
-                checks.append(Check(kind, f"{name} p{round(q * 100)}", o, olo, ohi, s, slo, shi, ok,
-                                    "95% order-statistic intervals overlap" if ok else "95% intervals do not overlap"))
-    passed = {"rates": bool(rates_ok), "cv": bool(cv_ok), "quantiles": bool(q_ok)}
-    return Validation(list(seeds), policy, checks, bins, samples, passed)
+            if len(simulated):
+                checks += _quantile_checks(kind, col, observed, simulated)
+    passed = {"rates": all(c.ok for c in checks if c.quantity in ("bin_rate", "total_rate")),
+              "cv": all(c.ok for c in checks if c.quantity == "cv"),
+              "quantiles": all(c.ok for c in checks if c.quantity == "quantile")}
+    return Validation(list(seeds), policy if latency else None, checks, bins, samples, passed)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 from textwrap import fill
-import sys
 
 from simlab.commands.common import add_experiment_args, at_most, capacity_check, finite_positive, out_dir, positive, seeds
 from simlab.errors import InputError
@@ -19,7 +18,8 @@ recommendation:
   interactiveRpsThreshold = the batch-present knee, rounded down to 2 significant digits
   interactiveP95LatencyMs = the SLO (the scenario's slo_p95_ms, or --slo-ms)
 outputs (in --out, default results/SCENARIO/calibrate/):
-  recommended-options.json (load with --options), report.md, knee.csv, calibration.json, figures/knee.png|svg
+  tune-bounds.json (search ranges for `simlab tune --calibration`), result.json, report.md, knee.csv,
+  calibration.json (the verified options among the rest), figures/knee.png|svg
 GPU profile: `simlab calibrate-gpu TABLE.csv` fits the continuous-batching step time from a load test.
 """
 
@@ -43,37 +43,10 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
-def base_options(scenario, options_file):
-    """The options to start from, with whatever the adaptive policy needs filled in (thresholds are what
-    calibrate recommends, so they need not be there yet)."""
-    from simlab.policies import ARTICLE_DEFAULTS, load_options, options_from_dict
-
-    if options_file:  # validated as keys and types; the policy's own requirements are filled in below
-        data = load_options(options_file, policy="unscheduled").model_dump(by_alias=True, exclude_none=True)
-        source = options_file
-    else:
-        data = dict(scenario.scheduler)
-        source = f"{scenario.path}: [scheduler]"
-    b = scenario.backend
-    cap = b.slots or b.max_num_seqs or b.concurrency
-    if "maxConcurrency" not in data and cap:
-        data["maxConcurrency"] = cap
-    for key, value in ARTICLE_DEFAULTS.items():
-        data.setdefault(key, value)
-    if data["batchMaxConcurrency"] > data["maxConcurrency"]:
-        data["batchMaxConcurrency"] = data["maxConcurrency"]
-    data["batchMinConcurrency"] = min(data["batchMinConcurrency"], data["batchMaxConcurrency"])
-    data["policy"] = "adaptive"
-    return options_from_dict(data, source)
-
-
-def tune_bounds(recommended: dict) -> dict:
-    """Ranges for `simlab tune --calibration`: a factor of two either side of the knee's threshold and the SLO."""
-    thr, p95 = recommended["interactiveRpsThreshold"], recommended["interactiveP95LatencyMs"]
-    return {"interactiveRpsThreshold": [thr / 2, thr * 2], "interactiveP95LatencyMs": [p95 / 2, p95 * 2]}
-
-
 def main(args) -> int:
+    import sys
+    from dataclasses import replace
+
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
@@ -86,49 +59,41 @@ def main(args) -> int:
     at_most(args.refine, 30, "--refine", "each bisection halves the bracket: 30 is a billionth of it")
     if args.slo_ms is not None:
         finite_positive(args.slo_ms, "--slo-ms")
+    wanted = rates(args.rates)
+    out = out_dir(args, scenario, "calibrate")
 
-    from simlab.atomic import atomic_write_text
-    from simlab.calibration.knee import CURVE_LABELS, calibrate, interactive_workloads, offered_rps
-    from simlab.calibration.report import write_calibration_report
+    from simlab.calibration.files import store_calibration
+    from simlab.calibration.knee import interactive_workloads
+    from simlab.calibration.run import run_calibrate
+    from simlab.reporting.blocks.calibrate import terminal_blocks, write_report
+    from simlab.reporting.terminal import render_terminal
 
     interactive_workloads(scenario)
     capacity_check(scenario)  # the ramp goes past it anyway; the scenario's own rate is what the user runs
-    options = base_options(scenario, args.options)
-    factors = None
-    if args.rates:
-        try:
-            rates = sorted({float(r) for r in args.rates.split(",") if r.strip()})
-        except ValueError:
-            raise InputError(None, "--rates", f"{args.rates!r} is not a comma-separated list of req/s") from None
-        if not rates or not all(0 < r < math.inf for r in rates):
-            raise InputError(None, "--rates", f"give finite rates above 0, e.g. 2,4,8,16 (found {args.rates!r})")
-        base = offered_rps(scenario, run_seeds)
-        if base <= 0:
-            raise InputError(scenario.path, "workload", "the interactive workloads generate no arrivals")
-        factors = [r / base for r in rates]
-    out = out_dir(args, scenario, "calibrate")
+    progress = None if args.quiet else (lambda msg: print(f"  {msg}", file=sys.stderr))
+    record = run_calibrate(scenario, args.options, run_seeds, out, workers, args.slo_ms, wanted,
+                           args.refine, verify=not args.no_verify, progress=progress,
+                           scheduler=args.scheduler_address)
+    if not args.no_figures:
+        from simlab.reporting.figures.knee import knee_figure
 
-    def progress(msg):
-        if not args.quiet:
-            print(f"  {msg}", file=sys.stderr)
-
-    cal = calibrate(scenario, options, run_seeds, out, workers, args.slo_ms, factors, args.refine,
-                    verify=not args.no_verify, progress=progress, scheduler=args.scheduler_address)
-    import json
-
-    # One recommendation per scenario: calibrate does not export competing options; its knee sets tune's ranges
-    (out / "recommended-options.json").unlink(missing_ok=True)
-    atomic_write_text(out / "tune-bounds.json", json.dumps(tune_bounds(cal.recommended), indent=2) + "\n")
-    report = write_calibration_report(cal, out, figures=not args.no_figures)
-    print(f"{scenario.name}: interactive P95 against rate, SLO {cal.slo_ms:,.0f} ms, {len(run_seeds)} seeds per point")
-    for curve, knee in cal.knees.items():
-        print(f"  knee, {CURVE_LABELS[curve]}: {knee.describe()}")
-    rec = cal.recommended
-    print(f"recommended: interactiveRpsThreshold = {rec['interactiveRpsThreshold']:g} ({rec['threshold_from']}), "
-          f"interactiveP95LatencyMs = {rec['interactiveP95LatencyMs']:g} (the SLO)")
-    for n in cal.notes:
-        print(f"note: {n}")
+        record = replace(record, figures=knee_figure(record, out / "figures"))
+    record = store_calibration(record, out)
+    report = write_report(record, out)
+    print(render_terminal(terminal_blocks(record)))
     print(f"\nsearch ranges for tune: {out / 'tune-bounds.json'} (simlab tune {args.scenario} --calibration {out})"
-          f"  report: {report}"
-          + ("" if args.no_figures else f"  figure: {out / 'figures' / 'knee.png'}"))
+          f"  report: {report}" + "".join(f"  figure: {out / f}" for f in record.figures))
     return 0
+
+
+def rates(text: str | None) -> list[float] | None:
+    """--rates: finite positive req/s, comma-separated (None: the automatic ramp)."""
+    if not text:
+        return None
+    try:
+        values = sorted({float(r) for r in text.split(",") if r.strip()})
+    except ValueError:
+        raise InputError(None, "--rates", f"{text!r} is not a comma-separated list of req/s") from None
+    if not values or not all(0 < r < math.inf for r in values):
+        raise InputError(None, "--rates", f"give finite positive rates, e.g. 2,4,8,16 (found {text!r})")
+    return values

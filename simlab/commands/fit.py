@@ -7,8 +7,6 @@ from textwrap import fill
 
 from simlab.errors import InputError
 
-MAX_BINS = 100_000  # rate bins or piecewise steps a user's --bin or --step may cut the log into
-
 EPILOG = """\
 log formats (CSV or JSON Lines, recognised by their column names):
   generic    arrival_ms, and kind, service_ms, prompt_tokens, output_tokens (any of them)
@@ -23,8 +21,8 @@ other column names:
   without a class column every request is --class (interactive)
 
 outputs (in --out, default results/fit/LOG-NAME/):
-  scenario.toml (+ lengths-CLASS.csv for empirical distributions), report.md, fit.json, rates.csv,
-  validation.csv, figures/*.png|svg
+  scenario.toml (+ lengths-CLASS.csv for empirical distributions), result.json, report.md, fit.json,
+  rates.csv, validation.csv, validation-bins.csv, figures/*.png|svg
 """
 
 
@@ -62,49 +60,38 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from dataclasses import replace
     from pathlib import Path
 
-    from simlab.calibration.logs import parse_classes, parse_map, read_log
+    from simlab.commands.common import MAX_SEEDS, at_most, finite_positive
 
     if args.validate_seeds < 2 and not args.no_validate:
         raise InputError(None, "--validate-seeds", f"must be at least 2 (found {args.validate_seeds})")
-    from simlab.commands.common import MAX_SEEDS, at_most, finite_positive
-
     if args.slo_ms is not None:
         finite_positive(args.slo_ms, "--slo-ms")
     at_most(args.validate_seeds, MAX_SEEDS, "--validate-seeds", "one simulation per seed")
-    mapping, classes = parse_map(args.mapping), parse_classes(args.classes)
-    log = read_log(args.log, mapping, classes, args.default_class)
+
+    from simlab.calibration.files import store_fit
+    from simlab.calibration.fit import parse_duration_ms
+    from simlab.calibration.logs import parse_classes, parse_map
+    from simlab.calibration.run import run_fit
     from simlab.outputs import default_folder, output_folder
-    from simlab.scenario import load_scenario
+    from simlab.reporting.blocks.fit import terminal_blocks, write_report
+    from simlab.reporting.terminal import render_terminal
 
-    if args.template:
-        load_scenario(args.template)  # a bad template stops the command here, before anything is fitted or written
-    from simlab.calibration.fit import fit_log, format_span, parse_duration_ms
-
+    mapping, classes = parse_map(args.mapping), parse_classes(args.classes)
     bin_ms = None if args.bin == "auto" else parse_duration_ms(args.bin, "--bin")
     step_ms = None if args.step == "auto" else parse_duration_ms(args.step, "--step")
-    for flag, ms in (("--bin", bin_ms), ("--step", step_ms)):
-        if ms is not None and log.span_ms / ms > MAX_BINS:  # each is a rate in the tables, the step also in the TOML
-            raise InputError(None, flag, f"{getattr(args, flag[2:])!r} cuts the log's {format_span(log.span_ms)} into "
-                             f"more than {MAX_BINS:,} bins; give a longer duration")
     out = output_folder(args.out) if args.out else output_folder(default_folder("fit", Path(args.log).stem), None)
+    run = run_fit(args.log, out, mapping, classes, args.default_class, bin_ms, step_ms, args.dist, args.arrivals,
+                  args.name, args.template, args.slo_ms, 0 if args.no_validate else args.validate_seeds)
+    record = run.record
+    if not args.no_figures:
+        from simlab.reporting.figures.fit import draw
 
-    fit = fit_log(log, bin_ms, args.dist, args.arrivals, step_ms)
-    from simlab.calibration.report import summary_lines, write_report
-    from simlab.calibration.scenario_writer import write_scenario
-    from simlab.calibration.validate import validate
-
-    scenario_path, notes = write_scenario(fit, out, args.name, args.template, args.slo_ms)
-    val = None
-    if not args.no_validate:
-        scenario = load_scenario(scenario_path)
-        val = validate(fit, scenario, list(range(scenario.experiment.seed, scenario.experiment.seed + args.validate_seeds)))
-    report = write_report(fit, out, scenario_path, notes, val, figures=not args.no_figures)
-    print(f"{log.path}: {len(log.frame):,} requests, layout {log.layout}")
-    print("\n".join(summary_lines(fit)))
-    if val is not None:
-        verdict = ", ".join(f"{k} {'reproduced' if v else 'NOT reproduced'}" for k, v in val.passed.items())
-        print(f"validation ({len(val.seeds)} simulated seeds vs the log): {verdict}")
-    print(f"\nscenario: {scenario_path}  report: {report}  fit: {out / 'fit.json'}")
+        record = replace(record, figures=draw(run.fit, run.validation, out / "figures"))
+    record = store_fit(record, run.fit, out)
+    report = write_report(record, out)
+    print(render_terminal(terminal_blocks(record)))
+    print(f"\nscenario: {out / record.scenario_file}  report: {report}  fit: {out / 'fit.json'}")
     return 0

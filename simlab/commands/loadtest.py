@@ -103,15 +103,21 @@ def main(args) -> int:
 
 
 def fit_and_snippet(out, max_num_seqs: int) -> str:
-    """Fit loadtest.csv with calibrate-gpu's code into out/fit; write and return the backend snippet."""
-    from simlab.atomic import atomic_write_text
-    from simlab.calibration.gpu import backend_toml, fit_gpu, profile_csv, read_table, step_toml
-    from simlab.calibration.report import write_gpu_report
+    """Fit loadtest.csv as `simlab calibrate-gpu` does, into out/fit (its files, report and figure); write and
+    return the backend snippet."""
+    from dataclasses import replace
 
-    fit = fit_gpu(read_table(out / "loadtest.csv"), out / "loadtest.csv")
-    atomic_write_text(out / "fit" / "step-profile.csv", profile_csv(fit))
-    atomic_write_text(out / "fit" / "step.toml", step_toml(fit, "step-profile.csv"))
-    write_gpu_report(fit, out / "fit", "step.toml", "step-profile.csv", figures=True)
-    snippet = backend_toml(fit, max_num_seqs, "fit/step-profile.csv")
+    from simlab.atomic import atomic_write_text
+    from simlab.calibration.files import store_gpu
+    from simlab.calibration.gpu import backend_toml
+    from simlab.calibration.run import run_calibrate_gpu
+    from simlab.reporting.blocks.gpu import write_report
+    from simlab.reporting.figures.gpu import gpu_figure
+
+    record = run_calibrate_gpu([out / "loadtest.csv"])
+    record = replace(record, figures=gpu_figure(record, out / "fit" / "figures"))
+    store_gpu(record, out / "fit")
+    write_report(record, out / "fit")
+    snippet = backend_toml(record, max_num_seqs, "fit/step-profile.csv")
     atomic_write_text(out / "backend.toml", snippet)
     return snippet

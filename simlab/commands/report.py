@@ -7,10 +7,11 @@ import argparse
 from textwrap import fill
 
 EPILOG = """\
-DIR: an output folder of simlab ab, tune, calibrate or fit (recognised by its files), or a folder holding such
-folders (e.g. results/SCENARIO/ with ab/ and tune/ inside). Sections follow in this order whatever the order of
-the DIRs: the question and the scenario, the A/B (95% CIs, the three success criteria, the bounds), the tuned
-options and their held-out check, the calibration knee, the workload fit, then every figure with a caption.
+DIR: an output folder of simlab ab, tune, calibrate, fit or calibrate-gpu (recognised by its result.json), or a
+folder holding such folders (e.g. results/SCENARIO/ with ab/ and tune/ inside). Sections follow in this order
+whatever the order of the DIRs: the question and the scenario, the A/B (95% CIs, the three success criteria, the
+bounds), the tuned options and their held-out check, the calibration knee, the workload fit, the step-time fit,
+then every other figure with a caption.
 
 --out: FILE.html (the Markdown goes to FILE.md beside it), FILE.md (and FILE.html), or a folder (report.html and
 report.md in it). Default: report.html and report.md in the first DIR's parent folder.
@@ -23,13 +24,14 @@ def register(sub) -> None:
     p = sub.add_parser(
         "report",
         help="one self-contained HTML page (+ Markdown) for a design review, from ab/tune/calibrate/fit outputs",
-        description=fill("Gather the outputs of simlab ab, tune, calibrate and fit into one page for a design review "
-                         "projected on a screen: large type, high-contrast tables, pass/fail in colour, figures at "
-                         "full width and embedded in the file."),
+        description=fill("Gather the outputs of simlab ab, tune, calibrate, fit and calibrate-gpu into one page for a "
+                         "design review projected on a screen: large type, high-contrast tables, pass/fail in "
+                         "colour, figures at full width and embedded in the file."),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="output folders of simlab ab, tune, calibrate or fit")
+    p.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="output folders of simlab ab, tune, calibrate, fit or calibrate-gpu")
     p.add_argument("--out", help="FILE.html, FILE.md or a folder (default: beside the first DIR)")
     p.add_argument("--title", help="the page's title (default: 'Design review: ' and the scenario names)")
     p.set_defaults(func=main)

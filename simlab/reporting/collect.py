@@ -1,5 +1,5 @@
 """Which simlab command wrote a folder, and its record: every command writes `result.json` (simlab/records.py), with
-its kind (ab, tune, calibrate, fit) and schema version; the report renders that record and the figures it lists.
+its kind (ab, tune, calibrate, fit, calibrate-gpu) and schema version; the report renders that record and the figures it lists.
 
 A folder that holds no result.json but has such folders inside (e.g. results/SCENARIO/ with ab/ and tune/) stands
 for them, in name order. Anything else is an InputError (exit 2) naming the folder and what was expected: a folder
@@ -13,16 +13,17 @@ from pathlib import Path
 from simlab import records
 from simlab.errors import InputError
 
-ORDER = ("ab", "tune", "calibrate", "fit")  # the order of the sections in the report
+ORDER = ("ab", "tune", "calibrate", "fit", "calibrate-gpu")  # the order of the sections in the report
 # files each command writes besides result.json: a folder with some of them but no result.json is old or unfinished
 SIGNS = {
     "ab": ("summary.csv", "policies.csv", "meta.json", "runs"),
     "tune": ("validation-summary.csv", "trials.csv", "study.db"),
     "calibrate": ("calibration.json", "knee.csv"),
     "fit": ("fit.json", "rates.csv"),
+    "calibrate-gpu": ("step.toml", "fit.csv"),
 }
-EXPECTED = ("the output folder of simlab ab, tune, calibrate or fit (with its result.json), or a folder holding such "
-            "folders")
+EXPECTED = ("the output folder of simlab ab, tune, calibrate, fit or calibrate-gpu (with its result.json), or a folder "
+            "holding such folders")
 
 
 @dataclass
@@ -30,7 +31,7 @@ class Source:
     kind: str
     path: Path  # absolute
     given: str  # as typed
-    record: object = None  # the command's record (records.AbRecord, TuneRecord, CalibrationRecord or FitRecord)
+    record: object = None  # the command's record (records.AbRecord, TuneRecord, CalibrationRecord, FitRecord, ...)
     figures: list[Path] = field(default_factory=list)  # PNGs the record lists, in its order
     label: str = ""  # the folder relative to the report, e.g. "ab/" (set when the document is built)
     name: str = ""  # the scenario's name, or "fit of LOG"
@@ -84,7 +85,7 @@ def resolve(given: str) -> list[Path]:
 
 
 def collect(dirs: list[str]) -> list[Source]:
-    """Every DIR recognised and read, sorted into report order (ab, tune, calibrate, fit; then as given)."""
+    """Every DIR recognised and read, sorted into report order (ab, tune, calibrate, fit, calibrate-gpu; then as given)."""
     found: list[Source] = []
     seen = set()
     for given in dirs:

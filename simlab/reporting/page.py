@@ -1,10 +1,10 @@
-"""What the review page says, from the commands' records (never their Markdown), in order: the question and the scenario; the A/B (policies with 95% CIs, paired
-differences, the article's three verdicts, the bounds); the tuned options and their held-out check; the
-calibration knee; the workload fit; then every figure with a caption."""
+"""What the review page says, from the commands' records (never their Markdown), in order: the question and the
+scenario; the A/B (policies with 95% CIs, paired differences, the article's three verdicts, the bounds); the tuned
+options and their held-out check; the calibration knee; the workload fit; the step-time fit; then every other figure
+with a caption. Each section is the blocks module of its command (simlab/reporting/blocks/)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -12,15 +12,11 @@ from pathlib import Path
 from simlab.experiments.tables import fmt_num
 from simlab.reporting.collect import Source
 from simlab.reporting.figures import caption
+from simlab.reporting.document import Bullets, Contents, Document, Figure, Heading, Paragraph
 from simlab.reporting.words import describe
-from simlab.reporting.document import (FAIL, PASS, Badges, Bullets, Cell, Code, Contents, Document, Figure, Heading,
-                                       Paragraph, Table)
 
-KIND_TITLES = {"ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit"}
-
-VALIDATION_LABELS = {"rates": "arrival rates", "cv": "inter-arrival CV", "quantiles": "quantiles",
-                     "latency": "latency"}
-LENGTH_LABELS = {"prompt_tokens": "prompt tokens", "output_tokens": "output tokens", "service_ms": "latency (ms)"}
+KIND_TITLES = {"ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit",
+               "calibrate-gpu": "Step-time fit"}
 
 
 def build_document(sources: list[Source], base: Path, title: str | None) -> Document:
@@ -32,7 +28,7 @@ def build_document(sources: list[Source], base: Path, title: str | None) -> Docu
     doc = Document(title or "Design review: " + " · ".join(names))
     doc.subtitle = "From " + ", ".join(f"`{s.label}` (simlab {s.kind})" for s in sources) + "."
     doc.add(Contents())
-    builders = {"ab": _ab, "tune": _tune, "calibrate": _calibrate, "fit": _fit}
+    builders = {"ab": _ab, "tune": _tune, "calibrate": _calibrate, "fit": _fit, "calibrate-gpu": _gpu}
     _question(doc, sources)
     placed: set[Path] = set()
     for s in sources:
@@ -61,9 +57,13 @@ def _question(doc: Document, sources: list[Source]) -> None:
             items.append(f"**{KIND_TITLES['calibrate']}**: at what interactive rate does P95 cross the "
                          f"{_ms(r.slo_p95_ms)} SLO on **{s.name}**, with batch work absent and present, "
                          "and which adaptive thresholds follow?")
-        else:
+        elif s.kind == "fit":
             items.append(f"**{KIND_TITLES['fit']}**: what does the traffic in `{_log_name(s)}` look like (rate, "
                          "burstiness, token lengths), and does the scenario fitted to it reproduce it?")
+        else:
+            items.append(f"**{KIND_TITLES['calibrate-gpu']}**: how long does an iteration of the server measured in "
+                         f"`{s.name}` take, by sequences, tokens and requests joining, and how well does the "
+                         "continuous-batching model fit it?")
     doc.add(Bullets(items))
     described = [s for s in sources if s.kind == "ab"]
     if described:
@@ -92,140 +92,41 @@ def _tune(doc: Document, s: Source, placed, many: bool) -> None:
 # --- calibration ----------------------------------------------------------------------------------------------
 
 def _calibrate(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.calibration.knee import CURVE_LABELS
+    from simlab.reporting.blocks.calibrate import calibrate_blocks
 
-    r = s.record
-    doc.add(Heading(2, f"Calibration: the knee, {s.name}" + (f" (`{s.label}`)" if many else "")))
-    doc.add(Paragraph(r.summary))
-    rec = r.recommended
-    if rec:
-        doc.add(Heading(3, "Recommended thresholds"))
-        why_rps = rec.get("threshold_from", "")
-        rows = [
-            [Cell("interactiveRpsThreshold"), Cell(_g(rec.get("interactiveRpsThreshold"))),
-             Cell((why_rps[:1].upper() + why_rps[1:] + ", rounded down to two significant digits") if why_rps else "")],
-            [Cell("interactiveP95LatencyMs"), Cell(_g(rec.get("interactiveP95LatencyMs"))), Cell("The SLO")],
-        ]
-        doc.add(Table(["option", "recommended", "why"], rows, align="lrl"))
-    if r.knees:
-        doc.add(Heading(3, "Knees: where interactive P95 crosses the SLO"))
-        rows = [[Cell(CURVE_LABELS.get(c, c)), _knee_cell(k)] for c, k in r.knees.items()]
-        doc.add(Table(["curve", "interactive rate at the knee"], rows, narrow=True))
-    if r.verification:
-        doc.add(Paragraph(r.verification, small=True))
-    for f in s.figures:
-        if f.stem == "knee":
-            doc.add(Figure(f, caption(f), source=s.label))
-            placed.add(f)
-    if r.options:
-        doc.add(Paragraph("The options verified above. Not exported: the thresholds set `simlab tune`'s search ranges "
-                          "(`tune-bounds.json`, read with `simlab tune SCENARIO --calibration DIR`)."),
-                Code(json.dumps(r.options, indent=2), "json"))
-    if r.notes:
-        doc.add(Heading(3, "Notes"), Bullets(list(r.notes)))
-
-
-def _knee_cell(k) -> Cell:
-    if k.status == "above":
-        return Cell(f"above {k.ci_low:.3g} req/s", "P95 stays under the SLO at every rate tried")
-    if k.status == "below":
-        return Cell(f"below {k.ci_high:.3g} req/s", "P95 is over the SLO at the lowest rate tried")
-    ci = f"95% CI {k.ci_low:.3g} to {k.ci_high:.3g}" if math.isfinite(k.ci_low) and math.isfinite(k.ci_high) else ""
-    return Cell(f"{k.rps:.3g} req/s", ci)
+    doc.add(Heading(2, f"Calibration: the knee, {s.name}" + (f" (`{s.label}`)" if many else "")),
+            *calibrate_blocks(s.record, 3, _place(s, "knee", placed)))
 
 
 # --- workload fit ---------------------------------------------------------------------------------------------
 
 def _fit(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.calibration.fit import p_is
+    from simlab.reporting.blocks.fit import fit_blocks, intro_blocks, scenario_text
 
     r = s.record
-    fj = r.fit
-    doc.add(Heading(2, f"Workload fit: {_log_name(s)}" + (f" (`{s.label}`)" if many else "")))
-    doc.add(Paragraph(r.summary))
-    if r.scenario_text:
-        doc.add(Paragraph(f"Fitted scenario (`{r.scenario_file}`): {r.scenario_text}", small=True))
-    classes = fj.get("classes") or {}
-    arrivals = {kind: _arrival_cells(c.get("arrivals") or {}) for kind, c in classes.items()}
-    arrivals = {k: v for k, v in arrivals.items() if v}
-    if arrivals:
-        labels = list(dict.fromkeys(label for cells in arrivals.values() for label in cells))
-        rows = [[Cell(label)] + [arrivals[k].get(label, Cell("–")) for k in arrivals] for label in labels]
-        doc.add(Heading(3, "Arrivals"), Table([""] + list(arrivals), rows, narrow=True))
-    rows = []
-    for kind, c in classes.items():
-        for k, v in c.items():
-            if k == "arrivals" or not isinstance(v, dict) or "quantiles" not in v:
-                continue
-            q, ln = v.get("quantiles") or {}, v.get("lognormal") or {}
-            ks = ln.get("ks") or {}
-            rows.append(([Cell(kind)] if len(classes) > 1 else []) + [
-                Cell(LENGTH_LABELS.get(k, k)),
-                Cell(_sig(num(q.get("p50")))), Cell(_sig(num(q.get("p95")))), Cell(_sig(num(q.get("p99")))),
-                Cell(f"median {_sig(num(ln.get('median')))}, σ {num(ln.get('sigma')):.2f}",
-                     f"KS D {num(ks.get('statistic')):.3f}, {p_is(num(ks.get('p_value')))}") if ln else Cell("–"),
-                Cell(str(v.get("choice", "–"))),
-            ])
-    if rows:
-        many = len(classes) > 1
-        doc.add(Heading(3, "Token lengths and latencies"),
-                Table((["class"] if many else []) + ["quantity", "median", "p95", "p99", "lognormal fit", "scenario uses"],
-                      rows, align=("ll" if many else "l") + "rrrrl"))
-    val = fj.get("validation")
-    if isinstance(val, dict) and val.get("passed"):
-        seeds = val.get("seeds") or []
-        doc.add(Heading(3, "Validation: the fitted scenario against the log"))
-        doc.add(Badges([Cell(f"{VALIDATION_LABELS.get(k, k)}: " + ("reproduced" if ok else "NOT reproduced"),
-                             status=PASS if ok else FAIL) for k, ok in val["passed"].items()]))
-        checks = val.get("checks") or []
-        if checks:
-            classes = {str(r.get("kind")) for r in checks}
-            rows = []
-            for r in checks:
-                ok = bool(r.get("ok"))
-                row = [Cell(str(r.get("quantity", ""))),
-                       _range_cell(r.get("observed"), r.get("observed_lo"), r.get("observed_hi")),
-                       _range_cell(r.get("simulated"), r.get("simulated_lo"), r.get("simulated_hi")),
-                       Cell("yes" if ok else "NO", status=PASS if ok else FAIL)]
-                rows.append(([Cell(str(r.get("kind", "")))] if len(classes) > 1 else []) + row)
-            header = (["class"] if len(classes) > 1 else []) + ["quantity", "log", "simulated", "within error"]
-            doc.add(Table(header, rows, align="llrrc" if len(classes) > 1 else "lrrc", compact=True))
-        doc.add(Paragraph(f"{len(seeds)} simulated seeds; intervals are 95%.", small=True))
-    elif val is None:
-        doc.add(Paragraph("No validation (run without `--no-validate` to simulate the fitted scenario against the log).",
-                          small=True))
+    doc.add(Heading(2, f"Workload fit: {_log_name(s)}" + (f" (`{s.label}`)" if many else "")), *intro_blocks(r))
+    text = scenario_text(r)
+    if text:
+        doc.add(Paragraph(f"Fitted scenario (`{r.scenario_file}`): {text}", small=True))
+    doc.add(*fit_blocks(r, 3))
 
 
-def _arrival_cells(a: dict) -> dict[str, Cell]:
-    """One class's arrival fit: row label -> cell."""
-    from simlab.calibration.fit import format_duration, format_span, p_is
+# --- step-time fit --------------------------------------------------------------------------------------------
 
-    if not a:
-        return {}
-    out = {
-        "requests": Cell(f"{int(num(a.get('requests'))):,}", f"over {format_span(num(a.get('span_s')) * 1000)}"),
-        "mean rate": Cell(f"{num(a.get('rate_per_s')):.3g} req/s"),
-        "inter-arrival CV": Cell(f"{num(a.get('interarrival_cv')):.3f}", "Poisson: 1"),
-    }
-    rv = a.get("rate_varies")
-    if rv:
-        out["rate varies across bins?"] = Cell("yes" if rv.get("rejected") else "no",
-                                               f"chi-square {p_is(num(rv.get('p_value')))}")
-    pc = a.get("poisson_constant_rate")
-    if pc:
-        out["Poisson, constant rate"] = Cell("rejected" if pc.get("rejected") else "not rejected",
-                                             f"KS {p_is(num(pc.get('p_value')))}")
-    pb = a.get("poisson_per_bin_rate")
-    if pb:
-        tests = [f"{label} {p_is(num(pb[k].get('p_value')))}" for k, label in
-                 (("time_rescaled_ks", "rescaled KS"), ("dispersion", "dispersion")) if pb.get(k)]
-        out[f"Poisson, rate per {format_duration(num(a.get('bin_s')) * 1000)}"] = Cell(
-            "rejected" if pb.get("rejected") else "not rejected", ", ".join(tests))
-    process, step = a.get("process", ""), num(a.get("step_s"))
-    detail = (f"rate per {format_duration(step * 1000)}, predicted CV {num(a.get('predicted_cv')):.3f}"
-              if process == "piecewise" and math.isfinite(step) else "")
-    out["scenario arrivals"] = Cell(process, detail)
-    return out
+def _gpu(doc: Document, s: Source, placed, many: bool) -> None:
+    from simlab.reporting.blocks.gpu import gpu_blocks
+
+    doc.add(Heading(2, f"Step-time fit: {s.name}" + (f" (`{s.label}`)" if many else "")),
+            *gpu_blocks(s.record, 3, _place(s, "gpu-fit", placed)))
+
+
+def _place(s: Source, stem: str, placed: set[Path]) -> Figure | None:
+    """The source's figure `stem`, placed in its section (not again under Figures)."""
+    for f in s.figures:
+        if f.stem == stem:
+            placed.add(f)
+            return Figure(f, caption(f), source=s.label)
+    return None
 
 
 def _log_name(s: Source) -> str:
@@ -249,7 +150,9 @@ def _figures(doc: Document, sources: list[Source], placed: set[Path]) -> None:
 # --- small formatting -----------------------------------------------------------------------------------------
 
 def _name(s: Source) -> str:
-    return f"fit of {_log_name(s)}" if s.kind == "fit" else s.record.scenario
+    if s.kind == "fit":
+        return f"fit of {_log_name(s)}"
+    return s.record.label if s.kind == "calibrate-gpu" else s.record.scenario
 
 
 def _rel(path: Path, base: Path) -> str:
@@ -259,31 +162,9 @@ def _rel(path: Path, base: Path) -> str:
         return path.as_posix()
 
 
-def _range_cell(value, lo, hi) -> Cell:
-    value, lo, hi = num(value), num(lo), num(hi)
-    sub = f"{_sig(lo)} – {_sig(hi)}" if math.isfinite(lo) and math.isfinite(hi) else ""
-    return Cell(_sig(value), sub)
-
-
-def _sig(x: float) -> str:
-    if not math.isfinite(x):
-        return "–"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.4g}"
-
-
 def _ms(x) -> str:
     v = num(x)
     return f"{fmt_num(v)} ms" if math.isfinite(v) else "–"
-
-
-def _g(x) -> str:
-    """A recommended value as written: 7.4, 4,000."""
-    v = num(x)
-    if not math.isfinite(v):
-        return "–"
-    return f"{v:,.0f}" if v >= 1000 and v == int(v) else f"{v:,.4g}"
 
 
 def num(value) -> float:

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from simlab.calibration.fit import LogFit, format_duration, p_is
+from simlab.calibration.fit import LogFit, format_duration
 from simlab.calibration.validate import Validation
 from simlab.reporting.figures import style
+from simlab.reporting.words import p_is
 
 CAPTIONS = {
     'arrivals': '{kind} arrivals in the log: the rate per bin with its 95% interval, the rate the fitted scenario uses, and the inter-arrival times against the exponential gaps of a Poisson process.',
@@ -46,6 +47,22 @@ def _steps(edges: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 # --- figures ------------------------------------------------------------------------------------------
+def draw(fit: LogFit, val: Validation | None, directory: Path) -> list[str]:
+    """Every figure of the fit (arrivals and lengths per class, the validation's): names relative to the output
+    folder (`figures/NAME.png`), in the report's order."""
+    names = []
+    for kind in fit.arrivals:
+        arrivals_figure(fit, kind, directory)
+        lengths_figure(fit, kind, directory)
+        names += [f"arrivals-{kind}", f"lengths-{kind}"]
+    if val is not None:
+        validation_rates_figure(fit, val, directory)
+        names.append("validation-rates")
+        if validation_lengths_figure(val, directory):
+            names.append("validation-lengths")
+    return [f"{Path(directory).name}/{n}.png" for n in names]
+
+
 def arrivals_figure(fit: LogFit, kind: str, directory: Path) -> list[Path]:
     a = fit.arrivals[kind]
     unit, xlabel = _time_axis(a.span_ms)
@@ -167,7 +184,7 @@ def validation_rates_figure(fit: LogFit, val: Validation, directory: Path) -> li
                             fmt="X", color=LOGNORMAL, ms=11, lw=1.8, capsize=4, label="log, outside sampling error")
             ax.set_ylabel("req/s")
             ax.set_ylim(bottom=0, top=max(float(rate.max()), float(mean.max()), float((hi / widths).max())) * 1.08)
-            cv = next((c for c in val.checks if c.kind == kind and c.quantity == "inter-arrival CV"), None)
+            cv = next((c for c in val.checks if c.kind == kind and c.quantity == "cv"), None)
             head = f"{kind}"
             if cv is not None:
                 head += (f": inter-arrival CV log {cv.observed:.3f}, simulated {cv.simulated:.3f} "
@@ -208,9 +225,8 @@ def validation_lengths_figure(val: Validation, directory: Path) -> list[Path] | 
                             ls="-" if label == "log" else "--")
                 name = LABELS.get(col, col)
                 for check in val.checks:
-                    if check.kind == kind and check.quantity.startswith(name + " p"):
-                        q = float(check.quantity.rsplit("p", 1)[1]) / 100
-                        ax.plot([check.observed], [q], "o" if check.ok else "X", color=OBSERVED if check.ok else LOGNORMAL,
+                    if check.kind == kind and check.quantity == "quantile" and check.column == col:
+                        ax.plot([check.observed], [check.q], "o" if check.ok else "X", color=OBSERVED if check.ok else LOGNORMAL,
                                 ms=9 if check.ok else 13, zorder=5)
                 ax.set_xscale("log")
                 positive = np.concatenate([d["observed"][d["observed"] > 0], d["simulated"][d["simulated"] > 0]])
