@@ -1,4 +1,4 @@
-"""simlab.runtime.hostcpu: finding a server's processes by its port and measuring their CPU and run-queue wait."""
+"""simlab.realcheck.hostcpu: finding a server's processes by its port and measuring their CPU and run-queue wait."""
 
 import os
 import socket
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from simlab.runtime.hostcpu import CpuProbe, CpuUse, process_tree, server_root
+from simlab.realcheck.hostcpu import CpuProbe, CpuUse, process_tree, server_root
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc only")
 

@@ -1,5 +1,5 @@
 """`simlab loadtest` and `simlab validate-real` end to end, against the in-process stand-in engine
-(simlab.runtime.fake_engine: simlab's continuous-batching rules in real time). The real vLLM engine is exercised
+(simlab.realcheck.fake_engine: simlab's continuous-batching rules in real time). The real vLLM engine is exercised
 by .ci/run (scripts/real-engine.sh), not here."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tomllib
 import pytest
 
 from simlab.cli import main
-from simlab.runtime.fake_engine import start_in_thread
+from simlab.realcheck.fake_engine import start_in_thread
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from simlab.runtime.compare import compare, markdown, verdict
+from simlab.realcheck.compare import compare, markdown, verdict
 from types import SimpleNamespace
 
-from simlab.runtime.validate import decode_ms_per_token, metrics, step_at_measured_load, step_error_by_window
+from simlab.realcheck.drive import decode_ms_per_token, metrics, step_at_measured_load, step_error_by_window
 
 
 def rec(kind, arrival, end, ttft, out=10, ok=True):

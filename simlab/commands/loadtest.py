@@ -70,8 +70,8 @@ def main(args) -> int:
 
     from simlab.atomic import atomic_write_text
     from simlab.experiments.tables import csv_text
-    from simlab.runtime.client import ServerError, loopback_url
-    from simlab.runtime.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, loadtest
+    from simlab.realcheck.client import ServerError, loopback_url
+    from simlab.realcheck.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, loadtest
 
     loopback_url(args.url, "URL")
     conc = _ints(args.concurrency, "--concurrency")

@@ -61,10 +61,10 @@ def main(args) -> int:
     from simlab.atomic import atomic_write_text
     from simlab.experiments.tables import csv_text
     from simlab.policies import POLICY_NAMES, load_options
-    from simlab.runtime import compare as cmp
-    from simlab.runtime.client import ServerError, loopback_url
-    from simlab.runtime.hostcpu import CpuProbe, CpuUse
-    from simlab.runtime.validate import (RECORD_COLUMNS, decode_ms_per_token, drive, metrics, read_records,
+    from simlab.realcheck import compare as cmp
+    from simlab.realcheck.client import ServerError, loopback_url
+    from simlab.realcheck.hostcpu import CpuProbe, CpuUse
+    from simlab.realcheck.drive import (RECORD_COLUMNS, decode_ms_per_token, drive, metrics, read_records,
                                          scenario_tasks, simulate, step_at_measured_load, step_error_by_window)
     from simlab.scenario import load_scenario
 
@@ -224,7 +224,7 @@ def _cpu_section(cpu, at_load) -> str:
         return "\n(The server's processes were not visible: no CPU measurement.)\n"
     names = sorted({n for u in uses for n, (r, w) in u.server.items() if r + w >= 0.01})  # idle helpers left out
     text = ("\n## CPU on this machine during each run\n\n"
-            "Cores' worth of CPU time per wall second (simlab.runtime.hostcpu, from Linux schedstat): each server "
+            "Cores' worth of CPU time per wall second (simlab.realcheck.hostcpu, from Linux schedstat): each server "
             "process running, and waiting on a run queue (runnable, no core free); this client (the load "
             "generator and the scheduler); the whole machine. An engine's processes may poll while they wait for "
             "each other, so 'running' includes polling. The step model has no term for run-queue wait: "
@@ -287,7 +287,7 @@ def _run_node(url, options_path, tasks_path, out_path, max_seconds) -> list[dict
                           capture_output=True, text=True, timeout=max_seconds + 120)
     if done.returncode != 0:
         raise InputError(None, "--node-policies", f"the Node driver failed: {done.stderr.strip()[-500:]}")
-    from simlab.runtime.validate import read_records
+    from simlab.realcheck.drive import read_records
 
     return read_records(out_path)
 

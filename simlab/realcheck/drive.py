@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from simlab.policies import SchedulerOptions, Task
-from simlab.runtime.client import Client
+from simlab.realcheck.client import Client
 from simlab.runtime.scheduler import Scheduler
 
 RECORD_COLUMNS = ("id", "kind", "prompt_tokens", "output_tokens", "arrival_ms", "start_ms", "ttft_ms", "end_ms",

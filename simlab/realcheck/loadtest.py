@@ -11,7 +11,7 @@ delivers tokens in bursts, so single gaps are unreliable; the table's `tpot_ms` 
 per request (last token - first token) / (tokens - 1), averaged over the measured requests, i.e. the mean
 iteration time with C sequences, prefills of the others included (calibrate-gpu models exactly that).
 `server_cores`, `server_waiting_cores`, `client_cores` and `machine_cores` say how busy this machine was
-during the level (simlab.runtime.hostcpu: cores' worth of CPU time, and of run-queue wait, per wall second).
+during the level (simlab.realcheck.hostcpu: cores' worth of CPU time, and of run-queue wait, per wall second).
 `ttft_ms` and `latency_ms` are means over the measured requests. With several rounds (the whole sweep
 repeated, alternately forwards and backwards), each column is the median over rounds of those per-round
 means, and `tpot_min_ms`/`tpot_max_ms` give the spread between rounds: on a shared machine one round of a
@@ -28,8 +28,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from simlab.runtime.client import Client, Completion
-from simlab.runtime.hostcpu import CpuProbe, CpuUse
+from simlab.realcheck.client import Client, Completion
+from simlab.realcheck.hostcpu import CpuProbe, CpuUse
 
 TABLE_COLUMNS = ("batch_size", "prompt_tokens", "output_tokens", "tpot_ms", "ttft_ms", "latency_ms",
                  "tpot_min_ms", "tpot_max_ms", "gap_median_ms", "gap_p10_ms", "gap_p90_ms", "rounds", "requests",

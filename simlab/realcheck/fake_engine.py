@@ -5,7 +5,7 @@ per admitted request); a request
 joins the engine's queue `request_ms` after the server has read it, the front end handling one request at a
 time, as the simulated backend assumes).
 
-Only what `simlab.runtime.client` uses: GET /health, GET /v1/models, POST /v1/completions with
+Only what `simlab.realcheck.client` uses: GET /health, GET /v1/models, POST /v1/completions with
 `stream: true` and continuous usage stats. A closed connection aborts its request, as vLLM does.
 """
 

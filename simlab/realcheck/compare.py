@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from simlab.runtime.validate import CLASS_METRICS, METRIC_LABELS
+from simlab.realcheck.drive import CLASS_METRICS, METRIC_LABELS
 
 ROW_COLUMNS = ("policy", "class", "metric", "predicted", "measured", "measured_min", "measured_max", "spread",
                "relative_error", "runs", "measured_ci_low", "measured_ci_high")
