@@ -4,6 +4,7 @@ and the validation's comparison is re-simulated from the kept runs (no server ne
 
 from __future__ import annotations
 
+import json
 import shutil
 import tomllib
 from pathlib import Path
@@ -37,8 +38,14 @@ def test_the_validation_is_re_simulated_from_the_kept_runs(tmp_path):
     out = tmp_path / "validate-real"
     shutil.copytree(REF / "validate-real" / "measured", out / "measured")
     shutil.copy(REF / "validate-real" / "tasks.csv", out / "tasks.csv")
+    # as scripts/real-engine-results.sh ran it; --kept-runs-only: every run must be kept (its key matching the
+    # workload, options, server address and limits of this command), and the server is never contacted
     proc = simlab("validate-real", ROOT / "scenarios" / "real-engine.toml", "--url", "http://127.0.0.1:8011",
-                  "--repeats", "4", "--node-policies", "adaptive", "--out", out, "--no-figures",
-                  "--calibration", REF / "calibration" / "step.toml")
-    assert "measuring" not in proc.stdout  # every run kept: nothing was sent to a server
+                  "--repeats", "4", "--node-policies", "adaptive", "--max-seconds", "400", "--out", out,
+                  "--no-figures", "--kept-runs-only", "--calibration", REF / "calibration" / "step.toml")
+    assert "measuring" not in proc.stdout and proc.stdout.count("kept from") == 16
     assert (out / "summary.csv").read_text() == (REF / "validate-real" / "summary.csv").read_text()
+    verdicts = [json.loads(p.read_text()) for p in (out / "verdict.json", REF / "validate-real" / "verdict.json")]
+    for v in verdicts:
+        v.pop("header")  # names the calibration file as given: an absolute path here
+    assert verdicts[0] == verdicts[1]

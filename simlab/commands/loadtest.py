@@ -8,7 +8,7 @@ from textwrap import fill
 from simlab.errors import InputError
 
 EPILOG = """\
-what it does (bounded: --requests per level, --max-seconds per level; loopback servers only)
+what it does (bounded: --requests per level, --max-seconds per level and per request; loopback servers only)
   for each prompt length, output length and concurrency C: C workers send back-to-back requests of exactly
   that many output tokens (prompts as token ids, ignore_eos), every streamed chunk timed; the whole sweep
   --rounds times (alternately forwards and backwards), the median over rounds kept. Two output lengths
@@ -56,7 +56,8 @@ def register(sub) -> None:
     p.add_argument("--output-tokens", default="64", help="tokens per request, one or several (default 64; e.g. 16,64 "
                    "separates a request's own cost from a sequence's, which one length cannot)")
     p.add_argument("--requests", type=int, default=24, help="measured requests per level, at least C (default 24)")
-    p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level (default 60)")
+    p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level, and on every request and "
+                   "every wait for the server (default 60)")
     p.add_argument("--rounds", type=int, default=3, help="repeat the whole sweep, alternately forwards and "
                    "backwards; the table keeps the median over rounds and their spread (default 3)")
     p.add_argument("--max-num-seqs", type=int, help="the server's sequence limit (default: the largest concurrency)")
@@ -65,51 +66,19 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    import asyncio
     from pathlib import Path
 
     from simlab.atomic import atomic_write_text
     from simlab.experiments.tables import csv_text
-    from simlab.realcheck.client import ServerError, loopback_url
-    from simlab.realcheck.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, loadtest
+    from simlab.realcheck.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, fit_table, run_loadtest
 
-    loopback_url(args.url, "URL")
     conc = _ints(args.concurrency, "--concurrency")
-    prompts = _ints(args.prompt_tokens, "--prompt-tokens")
-    outputs = _ints(args.output_tokens, "--output-tokens")
-    for flag, v in (("--output-tokens", min(outputs)), ("--requests", args.requests)):
-        if v < 2:
-            raise InputError(None, flag, f"must be at least 2 (found {v})")
-    if args.rounds < 1:
-        raise InputError(None, "--rounds", f"must be at least 1 (found {args.rounds})")
-    if not args.max_seconds > 0:
-        raise InputError(None, "--max-seconds", f"must be positive (found {args.max_seconds:g})")
+    _, rows, tokens = run_loadtest(args.url, conc, _ints(args.prompt_tokens, "--prompt-tokens"),
+                                   _ints(args.output_tokens, "--output-tokens"), args.requests, args.max_seconds,
+                                   args.rounds)
     out = Path(args.out)
-    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, outputs {outputs} tokens, "
-          f"{args.rounds} round(s)")
-    try:
-        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, outputs, args.requests,
-                                            args.max_seconds, args.rounds))
-    except (OSError, ServerError) as exc:
-        raise InputError(None, args.url, f"the server failed: {exc}") from None
     atomic_write_text(out / "loadtest.csv", csv_text(rows, TABLE_COLUMNS))
     atomic_write_text(out / "tokens.csv", csv_text(tokens, TOKEN_COLUMNS))
     print(f"table: {out / 'loadtest.csv'}  tokens: {out / 'tokens.csv'}")
-    snippet = fit_and_snippet(out, max(conc) if args.max_num_seqs is None else args.max_num_seqs)
-    print("\n" + snippet)
+    print("\n" + fit_table(out, max(conc) if args.max_num_seqs is None else args.max_num_seqs))
     return 0
-
-
-def fit_and_snippet(out, max_num_seqs: int) -> str:
-    """Fit loadtest.csv with calibrate-gpu's code into out/fit; write and return the backend snippet."""
-    from simlab.atomic import atomic_write_text
-    from simlab.calibration.gpu import backend_toml, fit_gpu, profile_csv, read_table, step_toml
-    from simlab.calibration.report import write_gpu_report
-
-    fit = fit_gpu(read_table(out / "loadtest.csv"), out / "loadtest.csv")
-    atomic_write_text(out / "fit" / "step-profile.csv", profile_csv(fit))
-    atomic_write_text(out / "fit" / "step.toml", step_toml(fit, "step-profile.csv"))
-    write_gpu_report(fit, out / "fit", "step.toml", "step-profile.csv", figures=True)
-    snippet = backend_toml(fit, max_num_seqs, "fit/step-profile.csv")
-    atomic_write_text(out / "backend.toml", snippet)
-    return snippet

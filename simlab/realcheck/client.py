@@ -1,38 +1,28 @@
-"""A small streaming client for an OpenAI-compatible `/v1/completions` server on this machine (stdlib only).
+"""A small streaming client for an OpenAI-compatible `/v1/completions` server on this machine.
 
 Prompts go as token ids (the real-engine server runs without a tokenizer); `ignore_eos` and `max_tokens` fix
 the output length. Every streamed chunk is timed on arrival (loop clock, ms), with the server's running count of
 completion tokens (`continuous_usage_stats`), so a response gives its time to first token and per-token gaps.
-Loopback only: load is never sent anywhere else.
+
+Loopback only: the client is built on a checked `Target` (simlab.realcheck.urls) and connects to its address only.
+Bounded: every wait and read goes through simlab.realcheck.http's limits; an event-stream line longer than
+`line_bytes`, a JSON answer larger than `json_bytes`, malformed JSON, an unexpected status or more tokens than asked
+for are ServerErrors (exit 2) naming the server and the request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from simlab.errors import InputError
+from simlab.realcheck.http import Limits, ServerError, exchange
+from simlab.realcheck.urls import Target
 
-
-def loopback_url(url: str, what: str = "URL") -> tuple[str, int, str]:
-    """(host, port, base path) of an http:// URL on the loopback interface; InputError otherwise."""
-    parts = urlsplit(url)
-    if parts.scheme != "http":
-        raise InputError(None, what, f"expected an http:// URL of a server on this machine (found {url!r})")
-    host = parts.hostname or ""
-    ok = host == "localhost"
-    if not ok:
-        try:
-            ok = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            ok = False
-    if not ok:
-        raise InputError(None, what, f"refusing to send load to {host!r}: only loopback hosts (127.0.0.0/8, ::1, "
-                                     "localhost) are allowed")
-    return host, parts.port or 80, parts.path.rstrip("/")
+# What every completion request asks for, beside its token counts: part of a kept run's identity (validate-real),
+# so a change here is a change of the measurement.
+REQUEST = {"prompt_token_ids": "100 + i % 1000", "ignore_eos": True, "min_tokens": "max_tokens", "temperature": 0.0,
+           "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
 @dataclass
@@ -56,70 +46,48 @@ class Completion:
         return None if self.end_ms is None else self.end_ms - self.sent_ms
 
 
-class ServerError(RuntimeError):
-    pass
-
-
 class Client:
-    def __init__(self, url: str, model: str | None = None, timeout_s: float = 600.0):
-        self.host, self.port, self.base = loopback_url(url)
+    def __init__(self, target: Target, limits: Limits | None = None, model: str | None = None):
+        self.target = target
+        self.limits = limits or Limits()
         self.model = model
-        self.timeout_s = timeout_s
 
-    async def _request(self, method: str, path: str, body: bytes | None = None):
-        reader, writer = await asyncio.open_connection(self.host, self.port)
-        head = [f"{method} {self.base}{path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close"]
-        if body is not None:
-            head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
-        await writer.drain()
-        status_line = await reader.readline()
+    @property
+    def port(self) -> int:
+        return self.target.port
+
+    async def get_json(self, path: str, deadline: float | None = None):
+        ex = await exchange(self.target, "GET", path, None, self.limits, deadline)
         try:
-            status = int(status_line.split()[1])
-        except (IndexError, ValueError):
-            writer.close()
-            raise ServerError(f"bad HTTP response from {self.host}:{self.port}: {status_line[:80]!r}") from None
-        headers = {}
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            k, _, v = line.decode("latin-1").partition(":")
-            headers[k.strip().lower()] = v.strip()
-        return status, headers, reader, writer
-
-    @staticmethod
-    async def _body_chunks(headers, reader):
-        """The body as it arrives (chunked transfer encoding or plain)."""
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            while True:
-                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    return
-                data = await reader.readexactly(size)
-                await reader.readline()
-                yield data
-        elif "content-length" in headers:
-            yield await reader.readexactly(int(headers["content-length"]))
-        else:
-            while data := await reader.read(65536):
-                yield data
-
-    async def get_json(self, path: str):
-        status, headers, reader, writer = await self._request("GET", path)
-        try:
-            body = b"".join([c async for c in self._body_chunks(headers, reader)])
+            body = await ex.read_body(self.limits.json_bytes)
         finally:
-            writer.close()
-        if status != 200:
-            raise ServerError(f"GET {path}: HTTP {status}: {body[:200]!r}")
-        return json.loads(body) if body.strip() else None
+            ex.close()
+        if ex.status != 200:
+            raise ex.fail(f"HTTP {ex.status} (expected 200): {_excerpt(body)}")
+        try:
+            return json.loads(body)
+        except (UnicodeDecodeError, ValueError):
+            raise ex.fail(f"not JSON: {_excerpt(body)}") from None
 
     async def model_name(self) -> str:
+        """The first model the server lists (GET /v1/models), within the limits' header wait."""
         if self.model is None:
-            data = await self.get_json("/v1/models")
-            self.model = data["data"][0]["id"]
+            loop = asyncio.get_running_loop()
+            data = await self.get_json("/v1/models", loop.time() + self.limits.header_s)
+            models = data.get("data") if isinstance(data, dict) else None
+            first = models[0] if isinstance(models, list) and models else None
+            name = first.get("id") if isinstance(first, dict) else None
+            if not isinstance(name, str) or not name:
+                raise ServerError(f"server {self.target.url}", f"response to GET {self.target.path}/v1/models",
+                                  'expected {"data": [{"id": MODEL}, ...]} with at least one model, found '
+                                  + _excerpt(json.dumps(data).encode()))
+            self.model = name
         return self.model
 
-    async def complete(self, prompt_tokens: int, output_tokens: int, token: int = 100) -> Completion:
-        """Stream one completion of exactly `output_tokens` tokens for a prompt of `prompt_tokens` token ids."""
+    async def complete(self, prompt_tokens: int, output_tokens: int, token: int = 100,
+                       deadline: float | None = None) -> Completion:
+        """Stream one completion of exactly `output_tokens` tokens for a prompt of `prompt_tokens` token ids;
+        the whole exchange ends by `deadline` (loop clock, s) or is a ServerError."""
         loop = asyncio.get_running_loop()
         model = await self.model_name()
         body = json.dumps({
@@ -128,40 +96,90 @@ class Client:
             "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }).encode()
         done = Completion(sent_ms=loop.time() * 1000.0, prompt_tokens=prompt_tokens)
-        status, headers, reader, writer = await asyncio.wait_for(self._request("POST", "/v1/completions", body),
-                                                                 self.timeout_s)
+        ex = await exchange(self.target, "POST", "/v1/completions", body, self.limits, deadline)
         try:
-            if status != 200:
-                text = b"".join([c async for c in self._body_chunks(headers, reader)])
-                raise ServerError(f"POST /v1/completions: HTTP {status}: {text[:300]!r}")
-            buf = b""
-            async for data in self._body_chunks(headers, reader):
+            if ex.status != 200:
+                text = await _head_of_body(ex, 4096)
+                raise ex.fail(f"HTTP {ex.status} (expected 200): {_excerpt(text)}")
+            lines = EventLines(self.limits.line_bytes, ex)
+            async for data in ex.chunks():
                 now = loop.time() * 1000.0
-                buf += data
-                while b"\n\n" in buf:
-                    event, buf = buf.split(b"\n\n", 1)
-                    for line in event.splitlines():
-                        if not line.startswith(b"data:"):
-                            continue
-                        payload = line[5:].strip()
-                        if payload == b"[DONE]":
-                            continue
-                        msg = json.loads(payload)
-                        if "error" in msg:
-                            raise ServerError(f"server error: {msg['error']}")
-                        usage = msg.get("usage") or {}
-                        n = usage.get("completion_tokens")
-                        if msg.get("choices") and n is not None and n > done.output_tokens:
-                            if done.first_ms is None:
-                                done.first_ms = now
-                            done.chunk_ms.append(now)
-                            done.chunk_tokens.append(n)
-                            done.output_tokens = n
-                        elif n is not None:
-                            done.output_tokens = max(done.output_tokens, n)
+                for payload in lines.feed(data):
+                    _count(done, _event(ex, payload), now, output_tokens, ex)
             done.end_ms = loop.time() * 1000.0
         finally:
-            writer.close()
+            ex.close()
         if done.output_tokens != output_tokens:
-            raise ServerError(f"asked for {output_tokens} tokens, the server sent {done.output_tokens}")
+            raise ex.fail(f"asked for {output_tokens} tokens, the server sent {done.output_tokens}")
         return done
+
+
+class EventLines:
+    """The `data:` payloads of an event stream, fed as bytes arrive; a line longer than `cap` is refused (so an
+    endless line cannot grow memory)."""
+
+    def __init__(self, cap: int, ex):
+        self.cap, self.ex, self.buf = cap, ex, b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        if len(self.buf) > self.cap or any(len(line) > self.cap for line in lines):
+            raise self.ex.fail(f"an event-stream line longer than {self.cap:,} bytes")
+        out = []
+        for line in lines:
+            if line.startswith(b"data:"):
+                payload = line[5:].strip()
+                if payload != b"[DONE]":
+                    out.append(payload)
+        return out
+
+
+def _event(ex, payload: bytes) -> dict:
+    try:
+        msg = json.loads(payload)
+    except (UnicodeDecodeError, ValueError):
+        raise ex.fail(f"malformed event-stream JSON: {_excerpt(payload)}") from None
+    if not isinstance(msg, dict):
+        raise ex.fail(f"an event-stream event that is not a JSON object: {_excerpt(payload)}")
+    if "error" in msg:
+        raise ex.fail(f"the server reported an error: {_excerpt(json.dumps(msg['error']).encode())}")
+    return msg
+
+
+def _count(done: Completion, msg: dict, now: float, asked: int, ex) -> None:
+    usage = msg.get("usage") or {}
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if n is None:
+        return
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ex.fail(f"usage.completion_tokens is {n!r}, expected a whole number")
+    if n > asked:
+        raise ex.fail(f"asked for {asked} tokens, the server reports {n}")
+    if msg.get("choices") and n > done.output_tokens:
+        if done.first_ms is None:
+            done.first_ms = now
+        done.chunk_ms.append(now)
+        done.chunk_tokens.append(n)
+        done.output_tokens = n
+    else:
+        done.output_tokens = max(done.output_tokens, n)
+
+
+async def _head_of_body(ex, cap: int) -> bytes:
+    """Up to `cap` bytes of an error response's body (the rest is not read)."""
+    parts, size = [], 0
+    try:
+        async for data in ex.chunks():
+            parts.append(data)
+            size += len(data)
+            if size >= cap:
+                break
+    except ServerError:
+        pass  # the status is the error; a body that stalls or breaks adds nothing to it
+    return b"".join(parts)[:cap]
+
+
+def _excerpt(data: bytes, n: int = 200) -> str:
+    text = data[:n].decode("utf-8", "replace")
+    return repr(text) + (" ..." if len(data) > n else "")

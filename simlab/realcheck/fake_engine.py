@@ -67,7 +67,7 @@ class FakeEngine:
             if method == "GET":
                 data = {"data": [{"id": "fake"}]} if path == "/v1/models" else {}
                 out = json.dumps(data).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
                 await writer.drain()
                 return
             req = json.loads(body)
@@ -78,7 +78,7 @@ class FakeEngine:
                     await asyncio.sleep(self.request_ms / 1000)
             self.waiting.append(r)
             self._wake.set()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n")
             try:
                 while True:
                     n = await r["queue"].get()
