@@ -69,10 +69,13 @@ class Exchange:
         return max(0.0, min(phase_s, self.deadline - asyncio.get_running_loop().time()))
 
     async def _wait(self, awaitable, phase_s: float, phase: str):
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation from outside (the run's
+        # end) when the read it wraps completes at the same moment, and a stream that keeps sending never stops.
         left = self._left(phase_s)
         try:
-            return await asyncio.wait_for(awaitable, left)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(left):
+                return await awaitable
+        except TimeoutError:
             raise self.fail(f"no {phase} within {left:.3g} s") from None
 
     async def start(self) -> "Exchange":
