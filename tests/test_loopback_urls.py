@@ -46,10 +46,10 @@ def tricky(p: int, q: int) -> dict[str, str]:
         f"http://127.0.0.2:{p}%2f@127.0.0.1:{q}": "a '%' escape",
         f"http://127.0.0.2:{p}\t/@127.0.0.1:{q}": "whitespace",
         f"http://127.attacker.example:{q}": "does not resolve",
-        f"http://127.0.0.1:0": "out of range",
-        f"http://127.0.0.1:99999": "out of range",
-        f"http://127.0.0.1:abc": "is not a number",
-        f"http://127.0.0.1:": "an empty port",
+        "http://127.0.0.1:0": "out of range",
+        "http://127.0.0.1:99999": "out of range",
+        "http://127.0.0.1:abc": "is not a number",
+        "http://127.0.0.1:": "an empty port",
         f"http://127.0.0.1:+{q}": "is not a number",
         f"http://:{q}": "no host",
         f"https://127.0.0.1:{q}": "only http://",
@@ -106,7 +106,7 @@ def test_the_node_driver_checks_the_same_rules(listeners, tmp_path):
                                                         "batchMaxConcurrency": 1}))
     (tmp_path / "tasks.csv").write_text("id,kind,arrival_ms,prompt_tokens,output_tokens\n1,interactive,0,8,4\n")
     forms = list(tricky(p, q)) + [f"http://localhost:{q}", f"http://127.1:{q}", f"http://127.0.0.1:{q}/",
-                                  f"http://127.0.0.1", f"http://[::ffff:127.0.0.1]:{q}", f"http://127.0.0.1:{q}/a/../b"]
+                                  "http://127.0.0.1", f"http://[::ffff:127.0.0.1]:{q}", f"http://127.0.0.1:{q}/a/../b"]
     for url in forms:
         proc = subprocess.run([NODE, ROOT / "tests" / "conformance" / "real_server.js", url, tmp_path / "options.json",
                                tmp_path / "tasks.csv", tmp_path / "out.csv", "3"], capture_output=True, text=True,
