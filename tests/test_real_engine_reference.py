@@ -49,3 +49,19 @@ def test_the_validation_is_re_simulated_from_the_kept_runs(tmp_path):
     for v in verdicts:
         v.pop("header")  # names the calibration file as given: an absolute path here
     assert verdicts[0] == verdicts[1]
+
+
+@pytest.mark.parametrize("folder", ["validate-real", "open-loop-a", "open-loop-b"])
+def test_every_output_is_rendered_from_the_committed_record(folder):
+    """result.json loads back as the record, and report.md, summary.csv and verdict.json are what the renderers
+    make of it: the record is the one source of every number in them."""
+    from simlab import records
+    from simlab.experiments.tables import csv_text
+    from simlab.reporting.blocks import validate_real as blocks
+    from simlab.reporting.markdown import render_markdown
+
+    here = REF / folder
+    record = records.load(here / "result.json", "validate-real")
+    assert render_markdown(blocks.document(record, here), here) == (here / "report.md").read_text()
+    assert csv_text(blocks.summary_rows(record), blocks.SUMMARY_COLUMNS) == (here / "summary.csv").read_text()
+    assert json.dumps(blocks.verdict_json(record), indent=1) + "\n" == (here / "verdict.json").read_text()
