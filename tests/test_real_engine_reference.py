@@ -65,3 +65,8 @@ def test_every_output_is_rendered_from_the_committed_record(folder):
     assert render_markdown(blocks.document(record, here), here) == (here / "report.md").read_text()
     assert csv_text(blocks.summary_rows(record), blocks.SUMMARY_COLUMNS) == (here / "summary.csv").read_text()
     assert json.dumps(blocks.verdict_json(record), indent=1) + "\n" == (here / "verdict.json").read_text()
+
+
+def test_the_review_page_names_a_validate_real_folder_it_does_not_render(tmp_path):
+    proc = simlab("report", REF / "validate-real", "--out", tmp_path / "page", check=False)
+    assert proc.returncode == 2 and "a simlab validate-real result; `simlab report` renders" in proc.stderr
