@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from simlab.errors import InputError
@@ -34,23 +35,85 @@ MODEL_SECONDS = 10.0  # GET /v1/models: at most this long (or --max-seconds, if 
 KINDS = ("interactive", "batch")
 
 
+@dataclass
+class Inputs:
+    """What validate-real measures and simulates, checked."""
+    target: Target
+    scenario: object  # simlab.scenario.Scenario, with the --calibration's backend
+    seed: int
+    tasks: list
+    options: dict  # policy -> SchedulerOptions
+    arms: list[tuple[str, str]]  # (policy, driver) in report order
+    time_scale: float
+    until_ms: float | None
+    max_seconds: float
+
+
+@dataclass
+class Run:
+    policy: str
+    driver: str
+    k: int
+    kept: bool
+    records: list[dict]
+    cpu: CpuUse | None
+    model: str
+
+
 def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path, options_file: str | None = None,
                       repeats: int = 2, seed: int | None = None, time_scale: float = 1.0,
                       until_ms: float | None = None, max_seconds: float = 900.0, calibration: str | None = None,
                       node_policies: tuple[str, ...] = (), kept_only: bool = False,
                       progress=print) -> ValidateRealRecord:
-    from simlab.experiments.tables import csv_text
-    from simlab.atomic import atomic_write_text
+    if repeats < 1:
+        raise InputError(None, "--repeats", f"must be at least 1 (found {repeats})")
+    inputs = check_inputs(scenario_path, url, policies, node_policies, options_file, seed, time_scale, until_ms,
+                          max_seconds, calibration)
+    model = None if kept_only else asyncio.run(_model(inputs.target, min(MODEL_SECONDS, max_seconds)))
+    tasks, scenario = inputs.tasks, inputs.scenario
+    n_i = sum(t.interactive for t in tasks)
+    progress(f"{scenario.name}, seed {inputs.seed}: {len(tasks)} requests ({n_i} interactive, {len(tasks) - n_i} "
+             f"batch); server {inputs.target.url}" + (f", model {model}" if model else
+                                                       " (kept runs only: not contacted)"))
+    sims = _simulate(inputs, node_policies, out)
+    predicted = {p: metrics(s) for p, s in sims.items()}
+    runs = []
+    for k in range(1, repeats + 1):
+        for policy, driver in inputs.arms:
+            run = _run(inputs, policy, driver, k, model, kept_only, out, progress)
+            runs.append(run)
+            _report_run(run, predicted[policy], progress)
+    models = {run.model for run in runs}
+    if len(models) > 1:
+        raise InputError(out / "measured", None, f"the kept runs were measured with different models "
+                         f"({', '.join(sorted(models))}); delete them or measure afresh")
+    measured = {arm: [metrics(r.records) for r in runs if (r.policy, r.driver) == arm] for arm in inputs.arms}
+    rows = cmp.compare({(p, d): predicted[p] for p, d in inputs.arms}, measured)
+    verdict = cmp.verdict(rows)
+    st = scenario.backend.step
+    return ValidateRealRecord(
+        scenario=scenario.name, scenario_file=Path(scenario_path).name, seed=inputs.seed, tasks=len(tasks),
+        interactive=n_i, batch=len(tasks) - n_i, last_arrival_ms=tasks[-1].arrival_ms, time_scale=time_scale,
+        until_ms=until_ms, server=inputs.target.url, model=models.pop(), repeats=repeats, calibration=calibration,
+        backend=StepModelUsed(scenario.backend.max_num_seqs, st.base_ms, st.per_seq_ms, st.per_token_ms, st.admit_ms,
+                              st.request_ms, st.profile),
+        policies=list(policies), node_policies=list(node_policies), rows=rows, verdict=verdict,
+        decode=_decode_checks(inputs.arms, sims, runs, scenario.backend),
+        runs=[MeasuredRun(r.policy, r.driver, r.k, r.kept, len(r.records),
+                          sum(x["outcome"] == "ok" for x in r.records),
+                          step_error_by_window(r.records, scenario.backend, "batch"), _cpu(r.cpu)) for r in runs])
+
+
+def check_inputs(scenario_path, url, policies, node_policies, options_file, seed, time_scale, until_ms, max_seconds,
+                 calibration) -> Inputs:
+    """Every input checked (InputError naming the flag, file or field), before anything is sent or written."""
     from simlab.policies import POLICY_NAMES, load_options
     from simlab.scenario import load_scenario
 
     target = check_url(url, "--url")
-    for flag, value, ok in (("--repeats", repeats, repeats >= 1), ("--time-scale", time_scale, time_scale > 0),
-                            ("--max-seconds", max_seconds, max_seconds > 0),
-                            ("--until-ms", until_ms, until_ms is None or until_ms > 0)):
-        if not ok:
-            raise InputError(None, flag, f"must be {'at least 1' if flag == '--repeats' else 'positive'} "
-                             f"(found {value:g})")
+    for flag, value in (("--time-scale", time_scale), ("--max-seconds", max_seconds), ("--until-ms", until_ms)):
+        if value is not None and not value > 0:
+            raise InputError(None, flag, f"must be positive (found {value:g})")
     scenario = load_scenario(scenario_path)
     if calibration:
         scenario = with_backend(scenario, Path(calibration))
@@ -71,78 +134,67 @@ def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path
     if any(t.prompt_tokens is None for t in tasks):
         raise InputError(scenario.path, "workload", "every workload needs prompt_tokens and output_tokens")
     options = {p: (load_options(options_file, p) if options_file else scenario.options(p)) for p in policies}
-    model = None if kept_only else asyncio.run(_model(target, min(MODEL_SECONDS, max_seconds)))
+    arms = [(p, RUNTIME) for p in policies] + [(p, ARTICLE_JS) for p in node_policies]
+    return Inputs(target, scenario, seed, tasks, options, arms, time_scale, until_ms, max_seconds)
 
-    n_i = sum(t.interactive for t in tasks)
-    progress(f"{scenario.name}, seed {seed}: {len(tasks)} requests ({n_i} interactive, {len(tasks) - n_i} batch); "
-             f"server {target.url}" + (f", model {model}" if model else " (kept runs only: not contacted)"))
-    sims, predicted = {}, {}
-    for p in policies:
-        sims[p] = simulate(scenario, options[p], tasks, seed)
+
+def _simulate(inputs: Inputs, node_policies, out: Path) -> dict[str, list[dict]]:
+    """Each policy simulated on exactly the tasks (simulated/), its options exported (options/), and the tasks
+    written for the Node driver (tasks.csv)."""
+    from simlab.atomic import atomic_write_text
+    from simlab.experiments.tables import csv_text
+
+    sims = {}
+    for p, options in inputs.options.items():
+        sims[p] = simulate(inputs.scenario, options, inputs.tasks, inputs.seed)
         atomic_write_text(out / "simulated" / f"{p}.csv", csv_text(sims[p], RECORD_COLUMNS))
-        atomic_write_text(out / "options" / f"{p}.json", json.dumps(options[p].to_json_dict(), indent=1) + "\n")
-        predicted[p] = metrics(sims[p])
+        atomic_write_text(out / "options" / f"{p}.json", json.dumps(options.to_json_dict(), indent=1) + "\n")
     if node_policies:
         atomic_write_text(out / "tasks.csv", csv_text(
             [{"id": t.id, "kind": t.kind, "arrival_ms": repr(t.arrival_ms), "prompt_tokens": t.prompt_tokens,
-              "output_tokens": t.output_tokens} for t in tasks],
+              "output_tokens": t.output_tokens} for t in inputs.tasks],
             ("id", "kind", "arrival_ms", "prompt_tokens", "output_tokens")))
+    return sims
 
-    arms = [(p, RUNTIME) for p in policies] + [(p, ARTICLE_JS) for p in node_policies]
-    workload = kept.workload_sha256(tasks)
-    probe = CpuProbe(target.port)
-    measured = {arm: [] for arm in arms}
-    runs, models = [], set()
-    for k in range(1, repeats + 1):
-        for p, driver in arms:
-            label = p if driver == RUNTIME else f"{p} (article JS)"
-            path = out / "measured" / f"{p}{'-node' if driver == ARTICLE_JS else ''}-run{k}.csv"
-            meta = path.with_suffix(".json")
-            key = kept.run_key(workload=workload, tasks=len(tasks), policy=p, driver=driver,
-                               options=options[p].to_json_dict(), target=target, model=model, time_scale=time_scale,
-                               until_ms=until_ms, max_seconds=max_seconds)
-            saved, cpu = kept.saved_key(meta) if path.exists() else (None, None)
-            differ = kept.differences(saved, key, ignore=("model",) if kept_only else ())
-            if not differ:
-                recs = read_records(path)
-                use = CpuUse.from_dict(cpu) if cpu else None
-                models.add(saved["model"])
-                progress(f"  {label} run {k}: kept from {path}")
-            elif kept_only:
-                raise InputError(path, None, "no kept run to re-simulate from (--kept-runs-only): "
-                                 + ("none measured" if not path.exists() else f"it differs in {', '.join(differ)}"))
-            else:
-                why = "" if not path.exists() else f" (the kept run differs in {', '.join(differ)})"
-                progress(f"  {label} run {k}: measuring{why} ...")
-                probe.start()
-                recs = _measure(target, model, options[p], tasks, max_seconds, driver, out, p, path, progress)
-                use = probe.stop()
-                atomic_write_text(meta, kept.key_json(key, use.to_dict() if use else None))  # the run is kept
-                models.add(model)
-            m = metrics(recs)
-            measured[(p, driver)].append(m)
-            runs.append((p, driver, k, not differ, recs, use))
-            progress(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated "
-                     f"{predicted[p]['interactive']['p95_ms']:.0f}), batch {m['batch']['throughput_tok_s']:.0f} "
-                     f"tok/s (simulated {predicted[p]['batch']['throughput_tok_s']:.0f}); "
-                     f"{m['interactive']['completed'] + m['batch']['completed']}/{len(recs)} completed")
-    if len(models) > 1:
-        raise InputError(out / "measured", None, f"the kept runs were measured with different models "
-                         f"({', '.join(sorted(map(str, models)))}); delete them or measure afresh")
-    rows = cmp.compare({(p, d): predicted[p] for p, d in arms}, measured)
-    verdict = cmp.verdict(rows)
-    st = scenario.backend.step
-    return ValidateRealRecord(
-        scenario=scenario.name, scenario_file=Path(scenario_path).name, seed=seed, tasks=len(tasks), interactive=n_i,
-        batch=len(tasks) - n_i, last_arrival_ms=tasks[-1].arrival_ms, time_scale=time_scale, until_ms=until_ms,
-        server=target.url, model=models.pop(), repeats=repeats, calibration=calibration,
-        backend=StepModelUsed(scenario.backend.max_num_seqs, st.base_ms, st.per_seq_ms, st.per_token_ms, st.admit_ms,
-                              st.request_ms, st.profile),
-        policies=list(policies), node_policies=list(node_policies), rows=rows, verdict=verdict,
-        decode=_decode_checks(arms, sims, runs, scenario.backend),
-        runs=[MeasuredRun(p, d, k, was_kept, len(recs), sum(r["outcome"] == "ok" for r in recs),
-                          step_error_by_window(recs, scenario.backend, "batch"), _cpu(use))
-              for p, d, k, was_kept, recs, use in runs])
+
+def _run(inputs: Inputs, policy: str, driver: str, k: int, model: str | None, kept_only: bool, out: Path,
+         progress) -> Run:
+    """Run k of one policy through one driver: kept when its key matches, else measured (and kept)."""
+    from simlab.atomic import atomic_write_text
+
+    label = policy if driver == RUNTIME else f"{policy} (article JS)"
+    path = out / "measured" / f"{policy}{'-node' if driver == ARTICLE_JS else ''}-run{k}.csv"
+    meta = path.with_suffix(".json")
+    key = kept.run_key(workload=kept.workload_sha256(inputs.tasks), tasks=len(inputs.tasks), policy=policy,
+                       driver=driver, options=inputs.options[policy].to_json_dict(), target=inputs.target,
+                       model=model, time_scale=inputs.time_scale, until_ms=inputs.until_ms,
+                       max_seconds=inputs.max_seconds)
+    saved, cpu = kept.saved_key(meta) if path.exists() else (None, None)
+    differ = kept.differences(saved, key, ignore=("model",) if kept_only else ())
+    if not differ:
+        progress(f"  {label} run {k}: kept from {path}")
+        return Run(policy, driver, k, True, read_records(path), CpuUse.from_dict(cpu) if cpu else None,
+                   saved["model"])
+    if kept_only:
+        raise InputError(path, None, "no kept run to re-simulate from (--kept-runs-only): "
+                         + ("none measured" if not path.exists() else f"it differs in {', '.join(differ)}"))
+    why = "" if not path.exists() else f" (the kept run differs in {', '.join(differ)})"
+    progress(f"  {label} run {k}: measuring{why} ...")
+    probe = CpuProbe(inputs.target.port)
+    probe.start()
+    recs = _measure(inputs.target, model, inputs.options[policy], inputs.tasks, inputs.max_seconds, driver, out,
+                    policy, path, progress)
+    use = probe.stop()
+    atomic_write_text(meta, kept.key_json(key, use.to_dict() if use else None))  # the run is kept from now on
+    return Run(policy, driver, k, False, recs, use, model)
+
+
+def _report_run(run: Run, predicted: dict, progress) -> None:
+    m = metrics(run.records)
+    progress(f"    interactive P95 {m['interactive']['p95_ms']:.0f} ms (simulated "
+             f"{predicted['interactive']['p95_ms']:.0f}), batch {m['batch']['throughput_tok_s']:.0f} tok/s "
+             f"(simulated {predicted['batch']['throughput_tok_s']:.0f}); "
+             f"{m['interactive']['completed'] + m['batch']['completed']}/{len(run.records)} completed")
 
 
 async def _model(target: Target, seconds: float) -> str:
@@ -173,10 +225,10 @@ def _measure(target, model, options, tasks, max_seconds, driver, out, policy, pa
     return recs
 
 
-def _decode_checks(arms, sims, runs, backend) -> list[DecodeCheck]:
+def _decode_checks(arms, sims, runs: list[Run], backend) -> list[DecodeCheck]:
     out = []
     for p, d in arms:
-        mine = [recs for q, e, _, _, recs, _ in runs if (q, e) == (p, d)]
+        mine = [r.records for r in runs if (r.policy, r.driver) == (p, d)]
         for kind in KINDS:
             at_load = [step_at_measured_load(recs, backend, kind) for recs in mine]
             out.append(DecodeCheck(p, d, kind, decode_ms_per_token(sims[p], kind),
