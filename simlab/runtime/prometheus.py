@@ -1,4 +1,5 @@
-"""Prometheus metrics for a running Scheduler (optional extra: `pip install simlab[runtime]`).
+"""Prometheus metrics for a running Scheduler (optional: prometheus_client, the extra `simlab[runtime]` of the lab or
+`simlab-runtime[prometheus]` of the runtime alone).
 
 Gauges read the scheduler's snapshot at scrape time (queues, in flight per class, batch cap, window RPS and
 P95); a counter counts ended requests by class and outcome; a histogram holds end-to-end latency by class.
@@ -16,7 +17,8 @@ def instrument(scheduler: Scheduler, registry=None, prefix: str = "simlab_schedu
     try:
         from prometheus_client import REGISTRY, Counter, Gauge, Histogram
     except ImportError:
-        raise ImportError("Prometheus metrics need the optional extra: pip install 'simlab[runtime]'") from None
+        raise ImportError("Prometheus metrics need prometheus_client: pip install 'simlab[runtime]' (the lab) or "
+                          "'simlab-runtime[prometheus]' (the runtime alone, from ./runtime)") from None
     registry = REGISTRY if registry is None else registry
     kw = {"registry": registry}
     queued = Gauge(f"{prefix}_queued", "requests waiting in the scheduler's queue", ["kind"], **kw)
