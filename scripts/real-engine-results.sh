@@ -10,8 +10,9 @@
 # the validation is re-simulated with that fit (the measured runs are kept). A and B bracket the validation in
 # time, so a slow drift of this shared machine's speed does not bias the prediction; the validation's own runs are
 # never fitted. The held-out step-time check fits load test A alone and checks it on B (A vs B: test-retest).
-# Measurements take an exclusive lock if FLOCK is set (e.g. FLOCK=/work/.quiet.lock). FITS_ONLY=1 skips the
-# measurements and redoes the fits and reports from the kept runs.
+# Measurements take an exclusive lock if FLOCK is set (e.g. FLOCK=/tmp/simlab-bench.lock). FITS_ONLY=1 skips the
+# measurements and redoes the fits and reports from the kept runs. After the measurements the engine is stopped, so
+# every later validate-real re-simulates from the kept runs (--kept-runs-only: the server is not contacted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-results/reference/real-engine}"
@@ -25,6 +26,7 @@ fi
 VR=(scenarios/real-engine.toml --url "$URL" --repeats 4 --node-policies adaptive --max-seconds 400
     --out "$OUT/validate-real")
 OL=(scenarios/real-engine.toml --url "$URL" --repeats 1 --max-seconds 400 --no-figures)
+KEPT=(--kept-runs-only)
 if [ -z "${FITS_ONLY:-}" ]; then
   rm -rf "$OUT/loadtest-a" "$OUT/loadtest-b" "$OUT/loadtest-prompts" "$OUT/open-loop-a" "$OUT/open-loop-b" \
     "$OUT/calibration" "$OUT/validate-real" "$OUT/step-time-check"
@@ -39,12 +41,14 @@ if [ -z "${FITS_ONLY:-}" ]; then
   bash scripts/real-engine.sh stop
 fi
 # the open-loop calibration runs' reports, as measured (kept runs; simulated with load test A, as then)
-"$SIMLAB" validate-real "${OL[@]}" --seed 1001 --out "$OUT/open-loop-a" --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
-"$SIMLAB" validate-real "${OL[@]}" --seed 1002 --out "$OUT/open-loop-b" --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
+"$SIMLAB" validate-real "${OL[@]}" "${KEPT[@]}" --seed 1001 --out "$OUT/open-loop-a" \
+  --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
+"$SIMLAB" validate-real "${OL[@]}" "${KEPT[@]}" --seed 1002 --out "$OUT/open-loop-b" \
+  --calibration "$OUT/loadtest-a/backend.toml" >/dev/null
 # the calibration: both load tests' tables, refitted on both open-loop calibrations' measured runs
 "$SIMLAB" calibrate-gpu "$OUT/loadtest-a/loadtest.csv" "$OUT/loadtest-b/loadtest.csv" \
   --open-loop "$OUT"/open-loop-a/measured/*-run1.csv "$OUT"/open-loop-b/measured/*-run1.csv --out "$OUT/calibration"
-"$SIMLAB" validate-real "${VR[@]}" --calibration "$OUT/calibration/step.toml"
+"$SIMLAB" validate-real "${VR[@]}" "${KEPT[@]}" --calibration "$OUT/calibration/step.toml"
 # the prompt-length sweep's own fit and report (join-cost.csv: what one joining request costs, by prompt length)
 "$SIMLAB" calibrate-gpu "$OUT/loadtest-prompts/loadtest.csv" --out "$OUT/loadtest-prompts/fit"
 # held out: A's fit on B's table (and the A-vs-B test-retest difference)

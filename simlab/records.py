@@ -886,3 +886,140 @@ class AnswerRecord:
     @classmethod
     def load(cls, path: Path) -> "AnswerRecord":
         return load(path, cls.KIND)
+
+
+# --- sim-to-real (simlab/realcheck, `simlab validate-real`) -----------------------------------------------------
+
+RUNTIME, ARTICLE_JS = "runtime", "article-js"  # the drivers: simlab.runtime, or the article's scheduler under Node
+
+
+@dataclass
+class StepModelUsed:
+    """The continuous-batching backend the simulation ran with (the scenario's, or the --calibration's)."""
+    max_num_seqs: int
+    base_ms: float
+    per_seq_ms: float
+    per_token_ms: float
+    admit_ms: float
+    request_ms: float
+    profile: str | None  # the decode-step profile CSV, when the step time comes from one
+
+
+@dataclass
+class RealMetricRow:
+    """One policy through one driver, one class and metric: predicted vs the measured runs (a summary.csv row)."""
+    policy: str
+    driver: Literal["runtime", "article-js"]
+    kind: Literal["interactive", "batch"]  # summary.csv's `class`
+    metric: str  # p50_ms, p95_ms, p99_ms, ttft_p95_ms, throughput_tok_s
+    predicted: float
+    measured: float  # mean over the runs
+    measured_min: float
+    measured_max: float
+    spread: float  # (max - min) / mean
+    relative_error: float  # (predicted - measured) / measured
+    runs: int
+    measured_ci_low: float
+    measured_ci_high: float
+    run_values: list[float] = field(default_factory=list)
+    within_tolerance: bool | None = None  # on the watched metrics: |relative error| <= the tolerance
+    within_noise: bool | None = None  # on the watched metrics: the prediction inside the measured mean's 95% CI
+
+
+@dataclass
+class RankingPair:
+    """Two policies (the runtime driver) on one watched metric: '>' (a better), '<' (b better) or '~' (a tie)."""
+    metric: str  # "interactive p95_ms" or "batch throughput_tok_s"
+    a: str
+    b: str
+    predicted: Literal[">", "<", "~"]
+    measured: Literal[">", "<", "~"]
+    p_value: float  # Welch's t-test over the runs; NaN without two runs on each side
+
+
+@dataclass
+class RealVerdict:
+    tolerance: float
+    ranking_predicted: dict[str, list[str]]  # per watched metric, best first
+    ranking_measured: dict[str, list[str]]
+    pairs: list[RankingPair]
+    rankings_agree: bool  # no pair ordered one way predicted and the other way measured
+    same_order: bool  # the two orders (by the values alone) are the same
+    rankings_same: bool  # every pair has the same relation on both sides
+    all_within: bool  # every watched row within the tolerance
+
+
+@dataclass
+class DecodeCheck:
+    """The decode step one policy's requests of one class saw (ms per token): simulated, measured per run, and
+    the step model evaluated at each run's measured load."""
+    policy: str
+    driver: Literal["runtime", "article-js"]
+    kind: Literal["interactive", "batch"]
+    simulated_ms: float
+    measured_ms: list[float]  # per run: median over requests of (end - first token) / (output tokens - 1)
+    in_flight: list[float]  # per run: mean sequences in the engine during those decodes
+    at_load_measured_ms: list[float]  # per run: the measured step of the requests the model is checked on
+    at_load_model_ms: list[float]  # per run: the model's step at their load
+
+
+@dataclass
+class ServerProcessCpu:
+    name: str
+    cores: float  # cores' worth of CPU time per wall second
+    waiting: float  # cores' worth of run-queue wait per wall second
+
+
+@dataclass
+class RunCpu:
+    wall_s: float
+    client_cores: float
+    machine_cores: float
+    server: list[ServerProcessCpu]
+
+
+@dataclass
+class MeasuredRun:
+    """One measured run of one policy through one driver."""
+    policy: str
+    driver: Literal["runtime", "article-js"]
+    run: int  # 1-based
+    kept: bool  # reused from an earlier invocation with the same key, not measured now
+    sent: int
+    completed: int
+    batch_error_by_window: dict[int, float]  # 10-s window of decode start -> model / measured - 1 (batch requests)
+    cpu: RunCpu | None
+
+
+@register
+@dataclass
+class ValidateRealRecord:
+    """`simlab validate-real`: a scenario's arrivals measured on a real server per policy, against the simulation."""
+    KIND: ClassVar[str] = "validate-real"
+    VERSION: ClassVar[int] = 1
+
+    scenario: str
+    scenario_file: str  # its file name
+    seed: int
+    tasks: int
+    interactive: int
+    batch: int
+    last_arrival_ms: float
+    time_scale: float
+    until_ms: float | None
+    server: str  # the checked server's canonical URL (a loopback address literal)
+    model: str  # as the server reports it (GET /v1/models), or as the kept runs recorded it
+    repeats: int
+    calibration: str | None  # the --calibration file, as given
+    backend: StepModelUsed
+    policies: list[str]
+    node_policies: list[str]
+    rows: list[RealMetricRow]
+    verdict: RealVerdict
+    decode: list[DecodeCheck]
+    runs: list[MeasuredRun]
+    figures: list[str] = field(default_factory=list)
+
+    def arms(self) -> list[tuple[str, str]]:
+        """(policy, driver) in report order: every policy through the runtime, then those also run under Node."""
+        return [(p, RUNTIME) for p in self.policies] + [(p, ARTICLE_JS) for p in self.node_policies]

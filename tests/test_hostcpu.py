@@ -1,4 +1,4 @@
-"""simlab.runtime.hostcpu: finding a server's processes by its port and measuring their CPU and run-queue wait."""
+"""simlab.realcheck.hostcpu: finding a server's processes by its port and measuring their CPU and run-queue wait."""
 
 import os
 import socket
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from simlab.runtime.hostcpu import CpuProbe, CpuUse, process_tree, server_root
+from simlab.realcheck.hostcpu import CpuProbe, CpuUse, process_tree, server_root
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc only")
 
@@ -57,7 +57,9 @@ def test_measures_a_busy_server_and_an_idle_client(busy_server):
     use = probe.stop()
     assert isinstance(use, CpuUse) and 0.9 < use.wall_s < 3
     running, waiting = use.server["front end"]
-    assert running > 0.5, use  # one busy loop: about one core, less if the machine is shared
+    # one busy loop is always either running or runnable and waiting for a core: about one core in all, however
+    # busy the machine is (measured 0.49 + 0.52 and 0.23 + 0.78 with both cores shared by other work)
+    assert 0.8 < running + waiting < 1.2 and running > 0.05, use
     assert waiting >= 0 and use.server["python"][0] < 0.2  # the sleeping child
     assert use.client_cores < 0.3  # this test only slept
     assert use.machine_cores >= running - 0.1

@@ -10,7 +10,8 @@ import pytest
 from simlab.calibration.gpu import Row, fit_gpu
 from simlab.calibration.openloop import read_runs, refit
 from simlab.errors import InputError
-from simlab.runtime.validate import RECORD_COLUMNS, scenario_tasks, simulate
+from simlab.realcheck.drive import scenario_tasks, simulate
+from simlab.realcheck.measures import RECORD_COLUMNS
 from simlab.scenario import load_scenario
 
 TRUE = {"base_ms": 3.0, "per_token_ms": 0.05, "per_seq_ms": 2.5, "request_ms": 0.0, "admit_ms": 12.0}

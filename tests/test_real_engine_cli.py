@@ -1,5 +1,5 @@
 """`simlab loadtest` and `simlab validate-real` end to end, against the in-process stand-in engine
-(simlab.runtime.fake_engine: simlab's continuous-batching rules in real time). The real vLLM engine is exercised
+(simlab.realcheck.fake_engine: simlab's continuous-batching rules in real time). The real vLLM engine is exercised
 by .ci/run (scripts/real-engine.sh), not here."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tomllib
 import pytest
 
 from simlab.cli import main
-from simlab.runtime.fake_engine import start_in_thread
+from simlab.realcheck.fake_engine import start_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,8 @@ def test_loadtest_refuses_non_loopback(url, capsys):
 
 def test_validate_real_refuses_non_loopback(capsys):
     assert main(["validate-real", "scenarios/real-engine.toml", "--url", "http://192.168.1.5:8000"]) == 2
-    assert "only loopback hosts" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--url" in err and "only loopback addresses" in err
 
 
 def test_loadtest_table_and_fit(engine, tmp_path, capsys):

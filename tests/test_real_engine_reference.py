@@ -4,6 +4,7 @@ and the validation's comparison is re-simulated from the kept runs (no server ne
 
 from __future__ import annotations
 
+import json
 import shutil
 import tomllib
 from pathlib import Path
@@ -40,8 +41,35 @@ def test_the_validation_is_re_simulated_from_the_kept_runs(tmp_path):
     out = tmp_path / "validate-real"
     shutil.copytree(REF / "validate-real" / "measured", out / "measured")
     shutil.copy(REF / "validate-real" / "tasks.csv", out / "tasks.csv")
+    # as scripts/real-engine-results.sh ran it; --kept-runs-only: every run must be kept (its key matching the
+    # workload, options, server address and limits of this command), and the server is never contacted
     proc = simlab("validate-real", ROOT / "scenarios" / "real-engine.toml", "--url", "http://127.0.0.1:8011",
-                  "--repeats", "4", "--node-policies", "adaptive", "--out", out, "--no-figures",
-                  "--calibration", REF / "calibration" / "step.toml")
-    assert "measuring" not in proc.stdout  # every run kept: nothing was sent to a server
+                  "--repeats", "4", "--node-policies", "adaptive", "--max-seconds", "400", "--out", out,
+                  "--no-figures", "--kept-runs-only", "--calibration", REF / "calibration" / "step.toml")
+    assert "measuring" not in proc.stdout and proc.stdout.count("kept from") == 16
     assert_csv_close(out / "summary.csv", REF / "validate-real" / "summary.csv")
+    verdicts = [json.loads(p.read_text()) for p in (out / "verdict.json", REF / "validate-real" / "verdict.json")]
+    for v in verdicts:
+        v.pop("header")  # names the calibration file as given: an absolute path here
+    assert verdicts[0] == verdicts[1]
+
+
+@pytest.mark.parametrize("folder", ["validate-real", "open-loop-a", "open-loop-b"])
+def test_every_output_is_rendered_from_the_committed_record(folder):
+    """result.json loads back as the record, and report.md, summary.csv and verdict.json are what the renderers
+    make of it: the record is the one source of every number in them."""
+    from simlab import records
+    from simlab.experiments.tables import csv_text
+    from simlab.reporting.blocks import validate_real as blocks
+    from simlab.reporting.markdown import render_markdown
+
+    here = REF / folder
+    record = records.load(here / "result.json", "validate-real")
+    assert render_markdown(blocks.document(record, here), here) == (here / "report.md").read_text()
+    assert csv_text(blocks.summary_rows(record), blocks.SUMMARY_COLUMNS) == (here / "summary.csv").read_text()
+    assert json.dumps(blocks.verdict_json(record), indent=1) + "\n" == (here / "verdict.json").read_text()
+
+
+def test_the_review_page_names_a_validate_real_folder_it_does_not_render(tmp_path):
+    proc = simlab("report", REF / "validate-real", "--out", tmp_path / "page", check=False)
+    assert proc.returncode == 2 and "a simlab validate-real result; `simlab report` renders" in proc.stderr

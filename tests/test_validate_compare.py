@@ -1,13 +1,19 @@
 """The sim-to-real comparison: metrics from records, relative error and spread, rankings."""
 
 import math
+from pathlib import Path
 
 import pytest
 
-from simlab.runtime.compare import compare, markdown, verdict
 from types import SimpleNamespace
 
-from simlab.runtime.validate import decode_ms_per_token, metrics, step_at_measured_load, step_error_by_window
+from simlab.realcheck import compare as cmp
+from simlab.realcheck.measures import metrics
+from simlab.reporting.blocks.validate_real import (comparison_table, outside_but_within_noise, tied_on_one_side,
+                                                   verdict_items)
+from simlab.reporting.document import Bullets, Document
+from simlab.reporting.markdown import render_markdown
+from simlab.realcheck.stepcheck import decode_ms_per_token, step_at_measured_load, step_error_by_window
 
 
 def rec(kind, arrival, end, ttft, out=10, ok=True):
@@ -48,39 +54,61 @@ def fake(p95, thr):
             "batch": {"p50_ms": 1, "p95_ms": 1, "p99_ms": 1, "ttft_p95_ms": 1, "throughput_tok_s": thr}}
 
 
+def compare(predicted, measured):
+    """Every policy through the runtime driver."""
+    return cmp.compare({(p, "runtime"): m for p, m in predicted.items()},
+                       {(p, "runtime"): m for p, m in measured.items()})
+
+
+def verdict(rows):
+    return cmp.verdict(rows)
+
+
+def markdown(rows, v) -> str:
+    """The comparison table and the verdicts, as report.md has them."""
+    doc = Document("t")
+    doc.add(comparison_table(rows), Bullets(verdict_items(rows, v)))
+    return render_markdown(doc.finish(), Path("."))
+
+
+def pair(v, metric):
+    return next(q for q in v.pairs if q.metric == metric)
+
+
 def test_error_spread_and_rankings():
     predicted = {"a": fake(100, 50), "b": fake(200, 80)}
     measured = {"a": [fake(90, 50), fake(110, 60)], "b": [fake(250, 70), fake(250, 90)]}
     rows = compare(predicted, measured)
-    r = next(r for r in rows if r["policy"] == "a" and r["metric"] == "p95_ms" and r["class"] == "interactive")
-    assert (r["measured"], r["spread"], r["relative_error"], r["runs"]) == (100, 0.2, 0.0, 2)
-    r = next(r for r in rows if r["policy"] == "b" and r["metric"] == "throughput_tok_s")
-    assert r["relative_error"] == pytest.approx(0.0) and r["spread"] == pytest.approx(0.25)
+    r = next(r for r in rows if r.policy == "a" and r.metric == "p95_ms" and r.kind == "interactive")
+    assert (r.measured, r.spread, r.relative_error, r.runs) == (100, 0.2, 0.0, 2)
+    r = next(r for r in rows if r.policy == "b" and r.metric == "throughput_tok_s")
+    assert r.relative_error == pytest.approx(0.0) and r.spread == pytest.approx(0.25)
     v = verdict(rows)
-    assert v["ranking_measured"]["interactive p95_ms"] == ["a", "b"]
-    assert v["ranking_measured"]["batch throughput_tok_s"] == ["b", "a"]
-    assert v["rankings_agree"] and not v["all_within"]  # b's P95: -20%
-    assert not v["within_tolerance"]["b interactive p95_ms"]
+    assert v.ranking_measured["interactive p95_ms"] == ["a", "b"]
+    assert v.ranking_measured["batch throughput_tok_s"] == ["b", "a"]
+    assert v.rankings_agree and not v.all_within  # b's P95: -20%
+    b95 = next(r for r in rows if r.policy == "b" and r.kind == "interactive" and r.metric == "p95_ms")
+    assert b95.within_tolerance is False
     # throughput: b is 60% better predicted; measured 55 vs 80 over two runs each is not separated (Welch p 0.2)
-    q = v["pairs"]["batch throughput_tok_s"][0]
-    assert (q["predicted"], q["measured"]) == ("<", "~") and q["p_value"] == pytest.approx(0.199, abs=0.005)
-    assert not v["rankings_same"] and v["same_order"] and len(v["pairs_tied_on_one_side"]) == 1
-    text = markdown(rows, v, ["- header"])
+    q = pair(v, "batch throughput_tok_s")
+    assert (q.predicted, q.measured) == ("<", "~") and q.p_value == pytest.approx(0.199, abs=0.005)
+    assert not v.rankings_same and v.same_order and len(tied_on_one_side(v)) == 1
+    text = markdown(rows, v)
     assert "rankings agree: **yes**: the same order on both sides" in text and "-20.0%" in text
     # measured throughput order flipped, but not separated: still no contradiction, yet not the same order
     rows = compare(predicted, {"a": measured["a"], "b": [fake(250, 40), fake(250, 60)]})
     v = verdict(rows)
-    assert v["rankings_agree"] and not v["same_order"]
-    assert "rankings agree: **yes**, where both sides separate the pair" in markdown(rows, v, [])
+    assert v.rankings_agree and not v.same_order
+    assert "rankings agree: **yes**, where both sides separate the pair" in markdown(rows, v)
 
 
 def test_ranking_disagreement():
     """One run each: no noise estimate, so the means order the measured side."""
     rows = compare({"a": fake(100, 50), "b": fake(200, 40)}, {"a": [fake(300, 50)], "b": [fake(200, 40)]})
     v = verdict(rows)
-    assert not v["rankings_agree"] and math.isnan(rows[0]["spread"])
-    assert v["pairs_opposite"] == ["interactive p95_ms: a > b predicted, a < b measured"]
-    assert "rankings agree: **no**" in markdown(rows, v, [])
+    assert not v.rankings_agree and math.isnan(rows[0].spread)
+    assert "rankings agree: **no**: ordered oppositely: interactive p95_ms: a > b predicted, a < b measured" \
+        in markdown(rows, v)
 
 
 def test_rankings_with_ties_on_both_sides_and_a_settled_contradiction():
@@ -90,15 +118,16 @@ def test_rankings_with_ties_on_both_sides_and_a_settled_contradiction():
     measured = {"a": [fake(300, 222), fake(310, 274), fake(305, 257)],
                 "b": [fake(200, 240), fake(210, 263), fake(205, 256)]}
     v = verdict(compare(predicted, measured))
-    thr = v["pairs"]["batch throughput_tok_s"][0]
-    assert (thr["predicted"], thr["measured"]) == ("~", "~")
-    p95 = v["pairs"]["interactive p95_ms"][0]
-    assert (p95["predicted"], p95["measured"]) == (">", "<") and p95["p_value"] < 0.001
-    assert not v["rankings_agree"] and not v["rankings_same"]
+    thr = pair(v, "batch throughput_tok_s")
+    assert (thr.predicted, thr.measured) == ("~", "~")
+    p95 = pair(v, "interactive p95_ms")
+    assert (p95.predicted, p95.measured) == (">", "<") and p95.p_value < 0.001
+    assert not v.rankings_agree and not v.rankings_same
     measured["a"] = [fake(90, 222), fake(110, 274), fake(100, 257)]
-    v = verdict(compare(predicted, measured))
-    assert v["rankings_agree"] and v["rankings_same"]
-    assert "rankings agree: **yes**: every pair" in markdown(compare(predicted, measured), v, [])
+    rows = compare(predicted, measured)
+    v = verdict(rows)
+    assert v.rankings_agree and v.rankings_same
+    assert "rankings agree: **yes**: every pair" in markdown(rows, v)
 
 
 def test_confidence_interval_of_the_measured_mean():
@@ -106,12 +135,14 @@ def test_confidence_interval_of_the_measured_mean():
     20% off, yet inside that interval: the verdict says these runs cannot tell; 130 is outside it."""
     measured = {"a": [fake(90, 50), fake(100, 50), fake(110, 50)]}
     rows = compare({"a": fake(120, 50)}, measured)
-    r = next(r for r in rows if r["class"] == "interactive" and r["metric"] == "p95_ms")
-    assert (r["measured_ci_low"], r["measured_ci_high"]) == (pytest.approx(75.16, abs=0.01), pytest.approx(124.84, abs=0.01))
+    r = next(r for r in rows if r.kind == "interactive" and r.metric == "p95_ms")
+    assert (r.measured_ci_low, r.measured_ci_high) == (pytest.approx(75.16, abs=0.01), pytest.approx(124.84, abs=0.01))
     v = verdict(rows)
-    assert not v["all_within"] and v["outside_but_within_noise"] == ["a interactive p95_ms"]
-    assert "cannot tell the error from run-to-run noise" in markdown(rows, v, [])
-    v = verdict(compare({"a": fake(130, 50)}, measured))
-    assert not v["all_within"] and v["outside_but_within_noise"] == []
+    assert not v.all_within and outside_but_within_noise(rows) == ["a interactive p95_ms"]
+    assert "cannot tell the error from run-to-run noise" in markdown(rows, v)
+    rows = compare({"a": fake(130, 50)}, measured)
+    v = verdict(rows)
+    assert not v.all_within and outside_but_within_noise(rows) == []
     one = compare({"a": fake(120, 50)}, {"a": [fake(100, 50)]})  # one run: no interval
-    assert math.isnan(one[0]["measured_ci_low"]) and verdict(one)["outside_but_within_noise"] == []
+    verdict(one)
+    assert math.isnan(one[0].measured_ci_low) and outside_but_within_noise(one) == []

@@ -9,7 +9,7 @@ on the traffic itself puts the line where the scenario's prompts are: the decode
 are refitted here on request records of open-loop runs (`simlab validate-real --seed S`: the scenario's
 workloads at a seed other than the validated one, so the validation stays held out).
 
-Per completed request (more than 4 output tokens), from `simlab.runtime.validate.load_during_decode`: its
+Per completed request (more than 4 output tokens), from `simlab.realcheck.stepcheck.load_during_decode`: its
 measured decode step (end - first token) / (output tokens - 1), the mean sequences n in the engine meanwhile,
 and the prompt tokens and requests that joined meanwhile, per step. The model is the backend's own:
 
@@ -43,7 +43,7 @@ def load_rows(records: list[dict], max_num_seqs: int) -> tuple[np.ndarray, int]:
     request whose tokens came (nearly) all at once, a decode step under UNSTREAMED of the run's median. Its
     decode was not observed (on the real engine, 2 requests of 1,541 in six runs: 45 and 106 tokens all within
     0.2 ms), and as a relative error it would outweigh every other request."""
-    from simlab.runtime.validate import load_during_decode
+    from simlab.realcheck.stepcheck import load_during_decode
 
     rows = np.vstack([load_during_decode(records, k, max_num_seqs) for k in ("interactive", "batch")])
     if not len(rows):
@@ -56,7 +56,7 @@ def refit(fit, runs: dict[str, list[dict]], max_num_seqs: int):
     """(the load-test fit with base_ms, per_seq_ms and admit_ms refitted on the runs' requests, the refit's record).
     `fit` is calibration.gpu.GpuFit; `runs` maps a run's name to its request records."""
     from simlab.calibration.gpu import score
-    from simlab.runtime.validate import model_step
+    from simlab.realcheck.stepcheck import model_step
 
     loaded = {name: load_rows(recs, max_num_seqs) for name, recs in runs.items()}
     per_run = {name: r for name, (r, _) in loaded.items()}
@@ -116,7 +116,7 @@ def soft_l1_fit(A: np.ndarray, b: np.ndarray, f_scale: float, max_iter: int = 50
 
 def read_runs(paths: list[str | Path]) -> dict[str, list[dict]]:
     """Request records per run, named by file name (by its last three path parts when two names collide)."""
-    from simlab.runtime.validate import read_records
+    from simlab.realcheck.measures import read_records
 
     paths = [Path(p) for p in paths]
     names = [p.name for p in paths]

@@ -8,7 +8,7 @@ from textwrap import fill
 from simlab.errors import InputError
 
 EPILOG = """\
-what it does (bounded: --requests per level, --max-seconds per level; loopback servers only)
+what it does (bounded: --requests per level, --max-seconds per level and per request; loopback servers only)
   for each prompt length, output length and concurrency C: C workers send back-to-back requests of exactly
   that many output tokens (prompts as token ids, ignore_eos), every streamed chunk timed; the whole sweep
   --rounds times (alternately forwards and backwards), the median over rounds kept. Two output lengths
@@ -56,7 +56,8 @@ def register(sub) -> None:
     p.add_argument("--output-tokens", default="64", help="tokens per request, one or several (default 64; e.g. 16,64 "
                    "separates a request's own cost from a sequence's, which one length cannot)")
     p.add_argument("--requests", type=int, default=24, help="measured requests per level, at least C (default 24)")
-    p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level (default 60)")
+    p.add_argument("--max-seconds", type=float, default=60.0, help="time limit per level, and on every request and "
+                   "every wait for the server (default 60)")
     p.add_argument("--rounds", type=int, default=3, help="repeat the whole sweep, alternately forwards and "
                    "backwards; the table keeps the median over rounds and their spread (default 3)")
     p.add_argument("--max-num-seqs", type=int, help="the server's sequence limit (default: the largest concurrency)")
@@ -65,40 +66,22 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    import asyncio
-    from pathlib import Path
-
     from simlab.atomic import atomic_write_text
     from simlab.experiments.tables import csv_text
-    from simlab.runtime.client import ServerError, loopback_url
-    from simlab.runtime.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, loadtest
-
-    loopback_url(args.url, "URL")
-    conc = _ints(args.concurrency, "--concurrency")
-    prompts = _ints(args.prompt_tokens, "--prompt-tokens")
-    outputs = _ints(args.output_tokens, "--output-tokens")
-    for flag, v in (("--output-tokens", min(outputs)), ("--requests", args.requests)):
-        if v < 2:
-            raise InputError(None, flag, f"must be at least 2 (found {v})")
-    if args.rounds < 1:
-        raise InputError(None, "--rounds", f"must be at least 1 (found {args.rounds})")
-    if not args.max_seconds > 0:
-        raise InputError(None, "--max-seconds", f"must be positive (found {args.max_seconds:g})")
     from simlab.outputs import output_folder
+    from simlab.realcheck.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, run_loadtest
+    from simlab.realcheck.urls import check_url
 
-    out = output_folder(args.out)
-    print(f"load test of {args.url}: concurrency {conc}, prompts {prompts}, outputs {outputs} tokens, "
-          f"{args.rounds} round(s)")
-    try:
-        rows, tokens = asyncio.run(loadtest(args.url, conc, prompts, outputs, args.requests,
-                                            args.max_seconds, args.rounds))
-    except (OSError, ServerError) as exc:
-        raise InputError(None, args.url, f"the server failed: {exc}") from None
+    conc = _ints(args.concurrency, "--concurrency")
+    check_url(args.url, "URL")  # a refused URL makes no folder
+    out = output_folder(args.out)  # checked before any load is sent
+    _, rows, tokens = run_loadtest(args.url, conc, _ints(args.prompt_tokens, "--prompt-tokens"),
+                                   _ints(args.output_tokens, "--output-tokens"), args.requests, args.max_seconds,
+                                   args.rounds)
     atomic_write_text(out / "loadtest.csv", csv_text(rows, TABLE_COLUMNS))
     atomic_write_text(out / "tokens.csv", csv_text(tokens, TOKEN_COLUMNS, None))
     print(f"table: {out / 'loadtest.csv'}  tokens: {out / 'tokens.csv'}")
-    snippet = fit_and_snippet(out, max(conc) if args.max_num_seqs is None else args.max_num_seqs)
-    print("\n" + snippet)
+    print("\n" + fit_and_snippet(out, max(conc) if args.max_num_seqs is None else args.max_num_seqs))
     return 0
 
 
@@ -116,7 +99,7 @@ def fit_and_snippet(out, max_num_seqs: int) -> str:
 
     record = run_calibrate_gpu([out / "loadtest.csv"])
     record = replace(record, figures=gpu_figure(record, out / "fit" / "figures"))
-    store_gpu(record, out / "fit")
+    record = store_gpu(record, out / "fit")
     write_report(record, out / "fit")
     snippet = backend_toml(record, max_num_seqs, "fit/step-profile.csv")
     atomic_write_text(out / "backend.toml", snippet)

@@ -103,6 +103,9 @@ def collect(dirs: list[str]) -> list[Source]:
 
 def _read(path: Path, given: str) -> Source:
     record = records.load(path / records.RESULT_FILE)
+    if record.KIND not in ORDER:  # e.g. validate-real: its own report.md, not a section of this page
+        raise InputError(path, None, f"a simlab {record.KIND} result; `simlab report` renders the folders of "
+                         f"simlab {', '.join(ORDER)}")
     figures = []
     for rel in record.figures:
         f = path / rel

@@ -1,4 +1,5 @@
-"""Prometheus metrics for a running Scheduler (optional extra: `pip install simlab[runtime]`).
+"""Prometheus metrics for a running Scheduler (optional: prometheus_client, the extra `simlab[runtime]` of the lab or
+`simlab-runtime[prometheus]` of the runtime alone).
 
 The article's list (section 8.1), with the metric that carries each:
 - interactive P95 / P99 end-to-end latency: `_latency_seconds` (histogram by class: quantiles across instances
@@ -28,7 +29,8 @@ def instrument(scheduler: Scheduler, registry=None, prefix: str = "simlab_schedu
     try:
         from prometheus_client import REGISTRY, Counter, Gauge, Histogram
     except ImportError:
-        raise ImportError("Prometheus metrics need the optional extra: pip install 'simlab[runtime]'") from None
+        raise ImportError("Prometheus metrics need prometheus_client: pip install 'simlab[runtime]' (the lab) or "
+                          "'simlab-runtime[prometheus]' (the runtime alone, from ./runtime)") from None
     registry = REGISTRY if registry is None else registry
     kw = {"registry": registry}
     queued = Gauge(f"{prefix}_queued", "requests waiting in the scheduler's queue", ["kind"], **kw)

@@ -11,13 +11,15 @@ delivers tokens in bursts, so single gaps are unreliable; the table's `tpot_ms` 
 per request (last token - first token) / (tokens - 1), averaged over the measured requests, i.e. the mean
 iteration time with C sequences, prefills of the others included (calibrate-gpu models exactly that).
 `server_cores`, `server_waiting_cores`, `client_cores` and `machine_cores` say how busy this machine was
-during the level (simlab.runtime.hostcpu: cores' worth of CPU time, and of run-queue wait, per wall second).
+during the level (simlab.realcheck.hostcpu: cores' worth of CPU time, and of run-queue wait, per wall second).
 `ttft_ms` and `latency_ms` are means over the measured requests. With several rounds (the whole sweep
 repeated, alternately forwards and backwards), each column is the median over rounds of those per-round
 means, and `tpot_min_ms`/`tpot_max_ms` give the spread between rounds: on a shared machine one round of a
 level can be disturbed by other work, and the median is what the fit should see.
 
-Bounded: at most `requests` measured requests per level and `max_seconds` per level; loopback only.
+Bounded: at most `requests` measured requests per level and `max_seconds` per level (no request is sent after
+it), each request's whole exchange within `max_seconds` too (a server that does not answer, stalls or streams
+forever fails the test there, with a ServerError); loopback only (the client connects to a checked Target).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from simlab.runtime.client import Client, Completion
-from simlab.runtime.hostcpu import CpuProbe, CpuUse
+from simlab.realcheck.client import Client, Completion
+from simlab.realcheck.http import Limits
+from simlab.realcheck.urls import Target
+from simlab.realcheck.hostcpu import CpuProbe, CpuUse
 
 TABLE_COLUMNS = ("batch_size", "prompt_tokens", "output_tokens", "tpot_ms", "ttft_ms", "latency_ms",
                  "tpot_min_ms", "tpot_max_ms", "gap_median_ms", "gap_p10_ms", "gap_p90_ms", "rounds", "requests",
@@ -66,13 +70,23 @@ async def run_level(client: Client, c: int, p: int, o: int, requests: int, max_s
                     return
                 budget[0] -= 1
                 n, priming = o, False
-            done = await client.complete(p, n)
+            done = await client.complete(p, n, deadline=loop.time() + max_seconds)
             every.append(done)
             if not priming:
                 measured.append(done)
 
-    await asyncio.gather(*(worker(j) for j in range(c)))
+    await first_error(worker(j) for j in range(c))
     return Level(c, p, o, measured, every)
+
+
+async def first_error(coros) -> None:
+    """Run `coros` together; the first to fail cancels the others and its exception is raised as it is."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for coro in coros:
+                group.create_task(coro)
+    except* Exception as failed:
+        raise failed.exceptions[0] from None
 
 
 def in_flight_counter(completions: list[Completion]):
@@ -128,13 +142,14 @@ def summarize(rounds: list[Level]) -> tuple[dict, list[dict]]:
     return row, tokens
 
 
-async def loadtest(url: str, concurrency: list[int], prompts: list[int], outputs: list[int] | int, requests: int,
+async def loadtest(target: Target, concurrency: list[int], prompts: list[int], outputs: list[int] | int, requests: int,
                    max_seconds: float, rounds: int = 1, progress=print) -> tuple[list[dict], list[dict]]:
     """Every (prompt, concurrency) level `rounds` times; the sweep runs forwards, then backwards, and so on, so
     a slow drift of the machine's speed touches every level alike instead of biasing the slope."""
-    client = Client(url)
+    loop = asyncio.get_running_loop()
+    client = Client(target, Limits.within(max_seconds))
     await client.model_name()
-    await client.complete(8, 4)  # warm-up: the first request pays one-off start-up costs
+    await client.complete(8, 4, deadline=loop.time() + max_seconds)  # warm-up: the first request pays start-up costs
     outputs = [outputs] if isinstance(outputs, int) else outputs
     levels = [(p, o, c) for p in prompts for o in outputs for c in concurrency]
     runs: dict[tuple[int, int, int], list[Level]] = {lv: [] for lv in levels}
@@ -166,3 +181,25 @@ def _cpu_text(use: CpuUse | None) -> str:
         return ""
     return (f"; server {use.server_cores:.2f} cores + {use.server_wait:.2f} waiting, client {use.client_cores:.2f}, "
             f"machine {use.machine_cores:.2f}")
+
+
+def run_loadtest(url: str, concurrency: list[int], prompts: list[int], outputs: list[int], requests: int,
+                 max_seconds: float, rounds: int, progress=print) -> tuple[Target, list[dict], list[dict]]:
+    """The checked target and the load test's table and token rows (the arguments checked first: InputError)."""
+    from simlab.errors import InputError
+    from simlab.realcheck.urls import check_url
+
+    target = check_url(url, "URL")
+    for flag, v in (("--output-tokens", min(outputs)), ("--requests", requests)):
+        if v < 2:
+            raise InputError(None, flag, f"must be at least 2 (found {v})")
+    if rounds < 1:
+        raise InputError(None, "--rounds", f"must be at least 1 (found {rounds})")
+    if not max_seconds > 0:
+        raise InputError(None, "--max-seconds", f"must be positive (found {max_seconds:g})")
+    progress(f"load test of {target.url}: concurrency {concurrency}, prompts {prompts}, outputs {outputs} tokens, "
+             f"{rounds} round(s)")
+    rows, tokens = asyncio.run(loadtest(target, concurrency, prompts, outputs, requests, max_seconds, rounds,
+                                        progress))
+    return target, rows, tokens
+

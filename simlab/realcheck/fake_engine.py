@@ -5,7 +5,7 @@ per admitted request); a request
 joins the engine's queue `request_ms` after the server has read it, the front end handling one request at a
 time, as the simulated backend assumes).
 
-Only what `simlab.runtime.client` uses: GET /health, GET /v1/models, POST /v1/completions with
+Only what `simlab.realcheck.client` uses: GET /health, GET /v1/models, POST /v1/completions with
 `stream: true` and continuous usage stats. A closed connection aborts its request, as vLLM does.
 """
 
@@ -18,9 +18,10 @@ from collections import deque
 
 
 class FakeEngine:
-    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16, request_ms=0.0, admit_ms=0.0):
+    def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16, request_ms=0.0, admit_ms=0.0,
+                 model="fake"):
         self.base_ms, self.per_seq_ms, self.per_token_ms, self.max_seqs = base_ms, per_seq_ms, per_token_ms, max_seqs
-        self.request_ms, self.admit_ms = request_ms, admit_ms
+        self.request_ms, self.admit_ms, self.model = request_ms, admit_ms, model
         self.waiting: deque = deque()
         self.running: list = []
         self._wake: asyncio.Event | None = None
@@ -65,9 +66,10 @@ class FakeEngine:
                 headers[k.strip().lower()] = v.strip()
             body = await reader.readexactly(int(headers.get("content-length", 0)))
             if method == "GET":
-                data = {"data": [{"id": "fake"}]} if path == "/v1/models" else {}
+                data = {"data": [{"id": self.model}]} if path == "/v1/models" else {}
                 out = json.dumps(data).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(out) + out)
                 await writer.drain()
                 return
             req = json.loads(body)
@@ -78,7 +80,8 @@ class FakeEngine:
                     await asyncio.sleep(self.request_ms / 1000)
             self.waiting.append(r)
             self._wake.set()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
             try:
                 while True:
                     n = await r["queue"].get()
@@ -103,11 +106,11 @@ class FakeEngine:
     def _chunk(writer, data: bytes) -> None:
         writer.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    async def serve(self, started: threading.Event, box: list):
+    async def serve(self, started: threading.Event, box: list, port: int = 0):
         self._wake = asyncio.Event()
         self._front = asyncio.Lock()
         engine = asyncio.ensure_future(self._engine())
-        server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096)
+        server = await asyncio.start_server(self._handle, "127.0.0.1", port, backlog=4096)
         box.append(server.sockets[0].getsockname()[1])
         box.append(asyncio.get_running_loop())
         started.set()
@@ -118,7 +121,7 @@ class FakeEngine:
             server.close()
 
 
-def start_in_thread(**kw) -> tuple[str, FakeEngine, callable]:
+def start_in_thread(port: int = 0, **kw) -> tuple[str, FakeEngine, callable]:
     """Run a FakeEngine on a background thread; returns (URL, engine, stop)."""
     engine = FakeEngine(**kw)
     started, box = threading.Event(), []
@@ -126,7 +129,7 @@ def start_in_thread(**kw) -> tuple[str, FakeEngine, callable]:
 
     def target():
         loop = asyncio.new_event_loop()
-        holder["task"] = loop.create_task(engine.serve(started, box))
+        holder["task"] = loop.create_task(engine.serve(started, box, port))
         try:
             loop.run_until_complete(holder["task"])
         except asyncio.CancelledError:
@@ -143,3 +146,33 @@ def start_in_thread(**kw) -> tuple[str, FakeEngine, callable]:
         thread.join(10)
 
     return f"http://127.0.0.1:{box[0]}", engine, stop
+
+
+def main(argv=None) -> int:
+    """`python -m simlab.realcheck.fake_engine [--port P] [--seconds S]`: serve on 127.0.0.1 (prints the URL), for at
+    most S seconds (default 600), e.g. to try `simlab loadtest` and `validate-real` without the real engine."""
+    import argparse
+    import time
+
+    p = argparse.ArgumentParser(prog="python -m simlab.realcheck.fake_engine", description=main.__doc__)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--seconds", type=float, default=600.0)
+    for name, default in (("base-ms", 2.0), ("per-seq-ms", 0.2), ("per-token-ms", 0.01), ("request-ms", 0.0),
+                          ("admit-ms", 0.0)):
+        p.add_argument(f"--{name}", type=float, default=default)
+    p.add_argument("--max-seqs", type=int, default=16)
+    a = p.parse_args(argv)
+    url, _, stop = start_in_thread(base_ms=a.base_ms, per_seq_ms=a.per_seq_ms, per_token_ms=a.per_token_ms,
+                                   max_seqs=a.max_seqs, request_ms=a.request_ms, admit_ms=a.admit_ms, port=a.port)
+    print(url, flush=True)
+    try:
+        time.sleep(a.seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
