@@ -101,7 +101,7 @@ def main(args) -> int:
         except ValueError:
             raise InputError(None, "--rates", f"{args.rates!r} is not a comma-separated list of req/s") from None
         if not rates or not all(0 < r < math.inf for r in rates):
-            raise InputError(None, "--rates", f"give finite rates above 0, e.g. 2,4,8,16 (found {args.rates!r})")
+            raise InputError(None, "--rates", f"give finite positive rates, e.g. 2,4,8,16 (found {args.rates!r})")
         base = offered_rps(scenario, run_seeds)
         if base <= 0:
             raise InputError(scenario.path, "workload", "the interactive workloads generate no arrivals")
