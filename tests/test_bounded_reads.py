@@ -119,6 +119,10 @@ slots = 2
 class = "interactive"
 arrivals = { process = "poisson", rate_per_s = 5 }
 service = { dist = "constant", value = 5 }
+[[workload]]
+class = "batch"
+arrivals = { process = "burst", count = 3 }
+service = { dist = "constant", value = 50 }
 """
 
 
