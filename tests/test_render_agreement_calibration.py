@@ -120,7 +120,7 @@ def tables(texts: dict[str, str], header: list[str], key: int = 1, columns: slic
 def fit_folder(tmp_path_factory) -> tuple[records.FitRecord, dict[str, str]]:
     """Two classes with tokens and latency: Poisson interactive arrivals, a bursty batch class (resampled)."""
     from simlab.calibration.files import store_fit
-    from simlab.calibration.run import run_fit
+    from simlab.calibration.run import read_fit_inputs, run_fit
     from simlab.reporting.blocks.fit import terminal_blocks, write_report
     from tests.test_fit import hyperexponential_times, poisson_times, write_log
 
@@ -133,7 +133,7 @@ def fit_folder(tmp_path_factory) -> tuple[records.FitRecord, dict[str, str]]:
     order = np.argsort(times)
     log = write_log(root / "two.csv", times[order], [kinds[i] for i in order], service=True)
     out = root / "fit"
-    run = run_fit(log, out, validate_seeds=2)
+    run = run_fit(read_fit_inputs(log), out, validate_seeds=2)
     rec = store_fit(run.record, run.fit, out)  # as the command does: the stored record is what is rendered
     write_report(rec, out)
     return rec, rendered(out, render_terminal(terminal_blocks(rec)), "fit")

@@ -29,15 +29,11 @@ class FitRun:
     validation: object | None  # calibration.validate.Validation
 
 
-def run_fit(log_path, out: Path, mapping=None, classes=None, default_class: str = "interactive",
-            bin_ms: float | None = None, step_ms: float | None = None, dist: str = "auto", arrivals: str = "auto",
-            name: str | None = None, template=None, slo_ms: float | None = None,
-            validate_seeds: int = 0) -> FitRun:
-    """Fit the log, write out/scenario.toml, and simulate it on `validate_seeds` seeds (0: no validation)."""
-    from simlab.calibration.fit import fit_log, format_duration, format_span
+def read_fit_inputs(log_path, mapping=None, classes=None, default_class: str = "interactive",
+                    bin_ms: float | None = None, step_ms: float | None = None, template=None):
+    """The request log read and every fit input checked (InputError), before anything is written."""
+    from simlab.calibration.fit import format_duration, format_span
     from simlab.calibration.logs import read_log
-    from simlab.calibration.scenario_writer import write_scenario
-    from simlab.calibration.validate import validate
     from simlab.scenario import load_scenario
 
     if template:
@@ -47,6 +43,19 @@ def run_fit(log_path, out: Path, mapping=None, classes=None, default_class: str 
         if ms is not None and log.span_ms / ms > MAX_BINS:  # each is a rate in the tables, the step also in the TOML
             raise InputError(None, flag, f"{format_duration(ms)} cuts the log's {format_span(log.span_ms)} into more "
                              f"than {MAX_BINS:,} bins; give a longer duration")
+    return log
+
+
+def run_fit(log, out: Path, bin_ms: float | None = None, step_ms: float | None = None, dist: str = "auto",
+            arrivals: str = "auto", name: str | None = None, template=None, slo_ms: float | None = None,
+            validate_seeds: int = 0) -> FitRun:
+    """Fit the log (`read_fit_inputs`), write out/scenario.toml, and simulate it on `validate_seeds` seeds (0: no
+    validation)."""
+    from simlab.calibration.fit import fit_log
+    from simlab.calibration.scenario_writer import write_scenario
+    from simlab.calibration.validate import validate
+    from simlab.scenario import load_scenario
+
     fit = fit_log(log, bin_ms, dist, arrivals, step_ms)
     scenario_path, notes = write_scenario(fit, out, name, template, slo_ms)
     val = None

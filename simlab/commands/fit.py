@@ -74,7 +74,7 @@ def main(args) -> int:
     from simlab.calibration.files import store_fit
     from simlab.calibration.fit import parse_duration_ms
     from simlab.calibration.logs import parse_classes, parse_map
-    from simlab.calibration.run import run_fit
+    from simlab.calibration.run import read_fit_inputs, run_fit
     from simlab.outputs import default_folder, output_folder
     from simlab.reporting.blocks.fit import terminal_blocks, write_report
     from simlab.reporting.terminal import render_terminal
@@ -82,9 +82,10 @@ def main(args) -> int:
     mapping, classes = parse_map(args.mapping), parse_classes(args.classes)
     bin_ms = None if args.bin == "auto" else parse_duration_ms(args.bin, "--bin")
     step_ms = None if args.step == "auto" else parse_duration_ms(args.step, "--step")
+    log = read_fit_inputs(args.log, mapping, classes, args.default_class, bin_ms, step_ms, args.template)
     out = output_folder(args.out) if args.out else output_folder(default_folder("fit", Path(args.log).stem), None)
-    run = run_fit(args.log, out, mapping, classes, args.default_class, bin_ms, step_ms, args.dist, args.arrivals,
-                  args.name, args.template, args.slo_ms, 0 if args.no_validate else args.validate_seeds)
+    run = run_fit(log, out, bin_ms, step_ms, args.dist, args.arrivals, args.name, args.template, args.slo_ms,
+                  0 if args.no_validate else args.validate_seeds)
     record = run.record
     if not args.no_figures:
         from simlab.reporting.figures.fit import draw

@@ -52,26 +52,27 @@ def register(sub) -> None:
 
 def main(args) -> int:
     import json
+    from pathlib import Path
 
     from simlab import records
     from simlab.atomic import atomic_write_text
+    from simlab.commands.common import policy_list
     from simlab.experiments.tables import csv_text
+    from simlab.outputs import default_folder
     from simlab.realcheck.validate import run_validate_real
     from simlab.reporting.blocks import validate_real as blocks
     from simlab.reporting.markdown import render_markdown
     from simlab.scenario import load_scenario
 
-    from simlab.commands.common import policy_list
-    from simlab.outputs import default_folder, output_folder
-
-    out = (output_folder(args.out) if args.out
-           else output_folder(default_folder("validate-real", load_scenario(args.scenario).name), None))
+    out = args.out or default_folder("validate-real", load_scenario(args.scenario).name)  # made once inputs check
     record = run_validate_real(
         args.scenario, url=args.url, policies=policy_list(args.policies), out=out, options_file=args.options,
         repeats=args.repeats, seed=args.seed, time_scale=args.time_scale, until_ms=args.until_ms,
         max_seconds=args.max_seconds, calibration=args.calibration,
         node_policies=policy_list(args.node_policies, "--node-policies") if args.node_policies else [],
-        kept_only=args.kept_runs_only, progress=lambda line: print(line, flush=True))
+        kept_only=args.kept_runs_only, progress=lambda line: print(line, flush=True),
+        out_flag="--out" if args.out else None)
+    out = Path(out)
     if not args.no_figures:
         from simlab.reporting.figures import validate_real as figure
 

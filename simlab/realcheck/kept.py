@@ -42,9 +42,13 @@ def run_key(*, workload: str, tasks: int, policy: str, driver: str, options: dic
 
 def saved_key(meta: Path) -> tuple[dict | None, dict | None]:
     """(key, cpu) from a run's .json; (None, None) when missing or unreadable (the run is then measured again)."""
-    try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
+
+    if not meta.exists():
+        return None, None
+    try:  # bounded: a damaged or foreign file in the output folder is a run to measure again, not a hang
+        data = json.loads(read_text(meta, "kept-run metadata", "JSON", CONFIG_MAX_BYTES))
+    except (InputError, ValueError):
         return None, None
     if not isinstance(data, dict) or not isinstance(data.get("key"), dict):
         return None, None

@@ -64,11 +64,15 @@ def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path
                       repeats: int = 2, seed: int | None = None, time_scale: float = 1.0,
                       until_ms: float | None = None, max_seconds: float = 900.0, calibration: str | None = None,
                       node_policies: tuple[str, ...] = (), kept_only: bool = False,
-                      progress=print) -> ValidateRealRecord:
+                      progress=print, out_flag: str | None = "--out") -> ValidateRealRecord:
+    """`out` is made (simlab.outputs.output_folder, InputError at `out_flag`) once every input is checked."""
+    from simlab.outputs import output_folder
+
     if repeats < 1:
         raise InputError(None, "--repeats", f"must be at least 1 (found {repeats})")
     inputs = check_inputs(scenario_path, url, policies, node_policies, options_file, seed, time_scale, until_ms,
                           max_seconds, calibration)
+    out = output_folder(out, out_flag)
     model = None if kept_only else asyncio.run(_model(inputs.target, min(MODEL_SECONDS, max_seconds)))
     tasks, scenario = inputs.tasks, inputs.scenario
     n_i = sum(t.interactive for t in tasks)
@@ -256,11 +260,11 @@ def with_backend(scenario, path: Path):
 
     from pydantic import ValidationError
 
-    from simlab.errors import read_text
+    from simlab.errors import CONFIG_MAX_BYTES, read_text
     from simlab.scenario import Backend
 
     try:
-        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet"))
+        data = tomllib.loads(read_text(path, "calibration snippet", "a [backend] TOML snippet", CONFIG_MAX_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, None, f"not valid TOML ({exc})") from None
     if not isinstance(data.get("backend"), dict):
