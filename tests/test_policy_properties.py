@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import simlab.replay
 from simlab.policies import POLICY_NAMES, SchedulerOptions, Task, make_policy, options_from_dict
 from simlab.replay import replay
+from tests.gate_strategies import gate_options, never_strands
 
 GATES = ("holdback", "aimd", "gradient2")
 CAPPED = ("fifo", "priority", "static", "adaptive", *GATES)
@@ -89,50 +90,6 @@ def option_dicts(draw, policy=None):
     if policy in EVICTABLE and draw(st.integers(0, 3)) == 0:
         d["evict"] = "newest"
         d["evictAfterMs"] = draw(st.one_of(st.sampled_from([0.5, 1, 5, 20]), st.floats(0.1, 50)))
-    return d
-
-
-def maybe(draw, d, key, strategy):
-    if draw(st.booleans()):
-        d[key] = draw(strategy)
-
-
-@st.composite
-def gate_options(draw, policy, cap):
-    """Random valid options of a gateway gate (any key may be left to its source's default)."""
-    d = {}
-    if policy == "holdback":
-        maybe(draw, d, "batchMaxConcurrency", st.integers(0, 5))
-        maybe(draw, d, "saturationSignal", st.sampled_from(["utilization", "queue", "inflight"]))
-        maybe(draw, d, "queueDepthThreshold", st.integers(1, 6))
-        lo = draw(st.one_of(st.sampled_from([0.0, 0.2, 0.4, 0.5]), st.floats(0, 0.9)))
-        hi = draw(st.one_of(st.sampled_from([1.0, 0.95]), st.floats(lo + 0.01, 1.0)))
-        if hi > lo:
-            d["minCeiling"], d["maxCeiling"] = lo, hi
-        maybe(draw, d, "holdbackShape", st.sampled_from(["linear", "step"]))
-    elif policy == "aimd":
-        hi = draw(st.integers(0, 6))
-        d["batchMaxConcurrency"] = hi
-        d["batchMinConcurrency"] = draw(st.integers(0, hi))
-        maybe(draw, d, "initialLimit", st.integers(0, 8))
-        maybe(draw, d, "backoffRatio", st.floats(0.5, 0.99))
-        maybe(draw, d, "interactiveP95LatencyMs", st.one_of(st.sampled_from([1, 5, 20]), st.floats(0.5, 100)))
-        maybe(draw, d, "minWindowTimeMs", st.sampled_from([100.0, 200.0]))
-        maybe(draw, d, "rttFrom", st.sampled_from(["submit", "dispatch"]))
-    else:
-        maybe(draw, d, "batchMaxConcurrency", st.integers(0, 5))
-        maybe(draw, d, "minLimit", st.integers(0, cap))
-        maybe(draw, d, "initialLimit", st.integers(0, 8))
-        maybe(draw, d, "smoothing", st.floats(0.05, 1))
-        maybe(draw, d, "queueSize", st.integers(0, 4))
-        share = draw(st.floats(0, 1))
-        d["batchPartition"], d["interactivePartition"] = share, draw(st.floats(0, 1 - share))
-        maybe(draw, d, "longWindow", st.integers(1, 50))
-        maybe(draw, d, "samplePercentile", st.floats(0.05, 0.99))
-    for key in ("minWindowTimeMs",):
-        if key in d:
-            d["maxWindowTimeMs"] = d[key]
-    maybe(draw, d, "windowSize", st.integers(10, 12))
     return d
 
 
@@ -312,8 +269,8 @@ def check_output(tasks, o: SchedulerOptions, stopped=frozenset()):
         assert all(t.start_ms == t.arrival_ms for t in tasks)
     if o.policy in CAPPED:
         # in flight at the end of each instant: start <= t < end (zero-length tasks hold a slot only within it)
-        times = sorted({t.start_ms for t in tasks if t.start_ms is not None})
-        started = [t for t in tasks if t.start_ms is not None]
+        started = [t for t in tasks if t.end_ms is not None]  # (a stopped attempt's interval is not in the output)
+        times = sorted({t.start_ms for t in started})
         for x in times:
             assert sum(t.start_ms <= x < t.end_ms for t in started) <= o.max_concurrency
     if o.policy in KIND_AWARE:
@@ -342,20 +299,6 @@ def test_invariants_every_policy(rows, d):
     assert len(rec.waiting) == len(tasks) - len(ended)
     if not o.evicts:
         assert rec.stop_count == 0
-
-
-def never_strands(o: SchedulerOptions) -> bool:
-    if o.policy == "static":
-        return o.batch_max_concurrency >= 1
-    if o.policy == "adaptive":
-        return o.batch_max_concurrency >= 1 and (o.batch_min_concurrency >= 1 or o.recheck_on_expiry)
-    if o.policy == "holdback":  # idle, every band with a ceiling above 0 is open
-        return (o.batch_max_concurrency is None or o.batch_max_concurrency >= 1) and o.value("minCeiling") > 0
-    if o.policy == "aimd":  # a cap of 0 rises only when an interactive window closes
-        return o.value("batchMinConcurrency") >= 1 and o.value("batchMaxConcurrency") >= 1
-    if o.policy == "gradient2":  # a partition is never below 1
-        return o.batch_max_concurrency is None or o.batch_max_concurrency >= 1
-    return True
 
 
 @SETTINGS
