@@ -92,6 +92,7 @@ class Lifecycle:
             if self.live.pop(task.index, None) is None:
                 continue  # dispatched in this very call and not yet sent: nothing runs to stop
             cancel(task)
+            task.start_ms = None  # its next attempt starts afresh
             self.evictions += 1
 
     def _on_timeout(self, event) -> None:
