@@ -5,6 +5,7 @@ from __future__ import annotations
 from simlab.commands.common import (
     add_experiment_args, bound_warning, capacity_check, out_dir, positive, scenario_options, seeds, warn,
 )
+import sys
 from pathlib import Path
 
 from simlab.errors import InputError, did_you_mean
@@ -37,6 +38,9 @@ def main(args) -> int:
             raise InputError(None, "--policies", f"unknown policy {p!r}{did_you_mean(p, POLICY_NAMES)}; known: {', '.join(POLICY_NAMES)}")
     baseline = args.baseline if args.baseline in policies else policies[0]
     options = scenario_options(scenario, args.options, None)
+    for p in policies:  # a gateway gate takes its source's defaults for what the options leave out: say which
+        if (note := options.with_changes(policy=p).defaults_note()) is not None:
+            print(f"note: {note}", file=sys.stderr)
     run_seeds = seeds(args, scenario)
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")

@@ -174,14 +174,19 @@ class SchedulerOptions(BaseModel):
         default = SOURCE_DEFAULTS.get(self.policy, {}).get(key)
         return None if default is None else default[0]
 
-    def defaults_taken(self) -> list[str]:
-        """One note per key the policy needs and these options leave out: the value used and its source."""
-        notes = []
-        for key, (value, source) in SOURCE_DEFAULTS.get(self.policy, {}).items():
-            if getattr(self, _FIELD_OF[key]) is None:
-                shown = "unset" if value is None else json.dumps(value)
-                notes.append(f"{self.policy}: {key} not given, using {shown} ({source})")
-        return notes
+    def defaults_taken(self) -> list[tuple[str, object, str]]:
+        """(key, value used, where it comes from) for each key the policy reads and these options leave out."""
+        return [(key, value, source) for key, (value, source) in SOURCE_DEFAULTS.get(self.policy, {}).items()
+                if getattr(self, _FIELD_OF[key]) is None]
+
+    def defaults_note(self) -> str | None:
+        """One sentence on the source defaults this policy takes (None when it takes none)."""
+        taken = self.defaults_taken()
+        if not taken:
+            return None
+        shown = ", ".join(f"{k}={'(unset)' if v is None else json.dumps(v)}" for k, v, _ in taken)
+        return (f"{self.policy} takes its source's defaults for what the options leave out: {shown} "
+                "(docs/gateway-policies.md names the source of each)")
 
     @property
     def evicts(self) -> bool:
