@@ -135,6 +135,17 @@ def test_sample_window_is_windowedlimits():
     assert w.add(1200.0, 0.05, 0, False) is None and w.count == 0  # below minRttThreshold 0.1 ms: ignored
 
 
+def test_one_window_bound_moves_the_other():
+    # Netflix clamps the next window into [minWindowTime, maxWindowTime], both 1 s by default: a longer window
+    # needs both; giving one, the other follows it
+    w = SampleWindow(opts(policy="aimd", maxConcurrency=4, minWindowTimeMs=10_000))
+    assert (w.min_window, w.max_window) == (10_000, 10_000)
+    w = SampleWindow(opts(policy="aimd", maxConcurrency=4, maxWindowTimeMs=500))
+    assert (w.min_window, w.max_window) == (500, 500)
+    w = SampleWindow(opts(policy="aimd", maxConcurrency=4, minWindowTimeMs=200, maxWindowTimeMs=5000))
+    assert (w.min_window, w.max_window) == (200, 5000)
+
+
 def test_aimd_backs_off_when_the_interactive_p95_is_over_target():
     # the first completion (at 1 ms) closes the first window alone (discarded); the next window runs to 1 + 1000.
     # Ten interactive requests sent at 0 end at 100, 200, ..., 1000 ms; the eleventh ends at 1100 and closes the

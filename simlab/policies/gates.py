@@ -160,8 +160,14 @@ class SampleWindow:
     def __init__(self, options):
         o = options
         self.percentile = o.value("samplePercentile")
-        self.min_window = o.value("minWindowTimeMs")
-        self.max_window = o.value("maxWindowTimeMs")
+        low, high = o.value("minWindowTimeMs"), o.value("maxWindowTimeMs")
+        # one bound given: the other follows it past the default (both default to 1 s), so a window of 10 s is
+        # one key, as tuning searches it
+        if o.max_window_time_ms is None:
+            high = max(high, low)
+        if o.min_window_time_ms is None:
+            low = min(low, high)
+        self.min_window, self.max_window = low, high
         self.size = o.value("windowSize")
         self.min_rtt_threshold = o.value("minRttThresholdMs")
         self.next_update = 0.0
@@ -249,7 +255,7 @@ class Aimd(Priority):
         "initialLimit": Range(1, "maxConcurrency-1", integer=True),
         "backoffRatio": Range(0.5, 0.99),
         "interactiveP95LatencyMs": Range(50.0, 20_000.0, log=True),
-        "minWindowTimeMs": Range(100.0, 10_000.0, log=True),
+        "minWindowTimeMs": Range(100.0, 30_000.0, log=True),  # Netflix's 1 s windows rarely hold 10 LLM requests
     }
 
     def __init__(self, options, clock, observe=None):
@@ -311,6 +317,7 @@ class Gradient2(Priority):
         "rttTolerance": Range(1.0, 4.0),
         "longWindow": Range(10, 2000, integer=True, log=True),
         "batchPartition": Range(0.0, 0.5),
+        "minWindowTimeMs": Range(100.0, 30_000.0, log=True),
     }
 
     def __init__(self, options, clock, observe=None):
