@@ -8,7 +8,7 @@ simulated requests per second, continuous batching on a long eval-sweep-like wor
 median and the spread (min-max). Results go to benchmarks/results.csv and .md (committed: regressions show
 in review). Other agents share the machine: run it under `flock /work/.quiet.lock` (make bench does).
 
-    make bench      # or: .venv/bin/python benchmarks/run.py [--repeat N] [--quick] [--out-prefix P]
+    make bench      # or: .venv/bin/python benchmarks/run.py [--repeat N] [--quick] [--policies-only] [--out-prefix P]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from simlab.traces import read_trace  # noqa: E402
 from simlab.world import workloads  # noqa: E402
 from simlab.world.engine import Engine  # noqa: E402
 
-POLICIES = ("unscheduled", "fifo", "priority", "static", "adaptive")
+POLICIES = ("unscheduled", "fifo", "priority", "static", "adaptive", "holdback", "aimd", "gradient2")
 SIMLAB = str(Path(sys.executable).parent / "simlab")
 COLUMNS = ("metric", "unit", "median", "min", "max", "n", "floor", "ratio", "target", "meets")
 
@@ -160,6 +160,8 @@ def main() -> int:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "bench-1h.toml"))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="skip the study and the continuous-batching run")
+    parser.add_argument("--policies-only", action="store_true",
+                        help="only the in-process simulation of every policy against the lean floor")
     parser.add_argument("--out-prefix", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     rep = args.repeat
@@ -185,6 +187,9 @@ def main() -> int:
     for policy in POLICIES:
         table.add(f"engine {policy}: simulation", "cpu s", runs[policy], floor_s, target=2.0)
         table.add(f"engine {policy}: simulated requests/s", "req/s", [n / t for t in runs[policy]])
+    if args.policies_only:
+        write(table, args, scenario, n, slots)
+        return 0
     # adaptive's share that the reference's rule itself asks for: every interactive completion goes into
     # the sliding window (append, sorted insert, trim), whatever the policy then decides. Timed alone, on
     # the completions of the adaptive run, as a lower bound on what adaptive costs over static.
@@ -257,14 +262,19 @@ def main() -> int:
                                      "interactiveRpsThreshold": 40, "interactiveP95LatencyMs": 1000, "smoothingAlpha": 0.3})
         table.add("replay 100,000 tasks, adaptive (read + simulate)", "cpu s", timed(lambda _: replay(read_trace(path)[0], options), rep))
 
+    write(table, args, scenario, n, slots)
+    return 0
+
+
+def write(table: Table, args, scenario, n: int, slots: int) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     dirty = " (uncommitted changes)" if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "simlab"], cwd=ROOT).returncode else ""
+    part = " Only the in-process policy timings (--policies-only)." if args.policies_only else ""
     header = (f"# make bench\n\n{scenario.name}: {n:,} requests, {slots} slots. Commit {commit}{dirty}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores shared with other work "
-              f"(run under flock /work/.quiet.lock). Times are CPU seconds (wall time on a shared machine varies 1-3x); ratios: median over the floor's median measured in the same run, rounds interleaved.")
+              f"(run under flock /work/.quiet.lock). Times are CPU seconds (wall time on a shared machine varies 1-3x); ratios: median over the floor's median measured in the same run, rounds interleaved.{part}")
     table.write(Path(args.out_prefix), header)
     print(f"written {args.out_prefix}.csv and .md")
-    return 0
 
 
 if __name__ == "__main__":

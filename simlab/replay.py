@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simlab.atomic import atomic_write_text
-from simlab.policies import SchedulerOptions, Task, make_policy
+from simlab.policies import Observation, SchedulerOptions, Task, make_policy
 from simlab.traces import format_ms
 
 
@@ -38,10 +38,20 @@ class ReplayResult:
 
 
 def replay(tasks: list[Task], options: SchedulerOptions) -> ReplayResult:
-    """Run `tasks` (fresh Task objects) through the policy named in `options`; fills start_ms and end_ms."""
+    """Run `tasks` (fresh Task objects) through the policy named in `options`; fills start_ms and end_ms.
+    A task the policy stops (eviction) loses the time it ran (`wasted_ms`) and starts again when chosen."""
     arrivals = sorted(tasks, key=lambda t: t.arrival_ms)  # stable: ties keep trace order
     clock = VirtualClock()
-    policy = make_policy(options, clock)
+    serving: dict[int, int] = {}  # id(task) -> the sequence number of its live finish event
+
+    made: list = []  # the policy, once made (it may observe while being made)
+
+    def observe() -> Observation:  # the delay backend: everything the policy runs is in service
+        return Observation(made[0].running if made else 0, 0, None, None, None)
+
+    policy = make_policy(options, clock, observe)
+    made.append(policy)
+    stops = policy.may_stop()
     heap: list[tuple[float, int, Task | None]] = []
     push, pop = heapq.heappush, heapq.heappop
     seq = 0
@@ -54,7 +64,7 @@ def replay(tasks: list[Task], options: SchedulerOptions) -> ReplayResult:
             clock.now = task.arrival_ms
             started = policy.submit(task)
         elif heap:
-            t, _, task = pop(heap)
+            t, key, task = pop(heap)
             clock.now = t
             if task is None:
                 if t != wake_at:
@@ -62,13 +72,23 @@ def replay(tasks: list[Task], options: SchedulerOptions) -> ReplayResult:
                 wake_at = None
                 started = policy.wake()
             else:
+                if stops:
+                    if serving.get(id(task)) != key:
+                        continue  # the finish of an attempt the policy stopped
+                    del serving[id(task)]
                 task.end_ms = t
                 started = policy.finish(task)
         else:
             break
         now = clock.now
+        if stops:
+            for s in policy.take_stops():
+                del serving[id(s)]
+                s.wasted_ms += now - s.start_ms
         for s in started:
             s.start_ms = s.dispatch_ms = now
+            if stops:
+                serving[id(s)] = seq
             push(heap, (now + s.service_ms, seq, s))
             seq += 1
         check = policy.next_check_ms()

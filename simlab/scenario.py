@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simlab.errors import CONFIG_MAX_BYTES, DATA_MAX_BYTES, InputError, check_file, did_you_mean, read_text
-from simlab.policies.options import SchedulerOptions, options_from_dict
+from simlab.policies.options import PolicyName, SchedulerOptions, options_from_dict
 
 
 class Strict(BaseModel):
@@ -160,6 +160,24 @@ class Workload(Strict):
     diurnal_amplitude: float = Field(default=0.0, ge=0, le=1)
     diurnal_period_ms: float | None = Field(default=None, gt=0)  # default: the scenario's duration (one cycle)
     diurnal_phase_ms: float = 0.0
+    # batch lifecycle (batch workloads only): a running task is stopped after timeout_ms since its dispatch (its
+    # work lost) and sent again up to max_retries times, then fails ("timeout"); deadline_ms, counted from each
+    # job's arrival, is what the run's batch_deadline_share measures
+    timeout_ms: float | None = Field(default=None, gt=0)
+    max_retries: int = Field(default=0, ge=0)
+    deadline_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _lifecycle(self):
+        if self.kind == "interactive":
+            given = [k for k in ("timeout_ms", "deadline_ms") if getattr(self, k) is not None]
+            if self.max_retries:
+                given.append("max_retries")
+            if given:
+                raise ValueError(f"{', '.join(given)}: only batch workloads have a timeout, retries or a deadline")
+        elif self.max_retries and self.timeout_ms is None:
+            raise ValueError("max_retries retries a timed-out task: give timeout_ms too")
+        return self
 
 
 # --- backends ---------------------------------------------------------------------------------
@@ -226,7 +244,7 @@ class Backend(Strict):
 class Experiment(Strict):
     seed: int = Field(default=1, ge=0)
     replications: int = Field(default=10, ge=1)
-    policies: list[Literal["unscheduled", "fifo", "priority", "static", "adaptive"]] = Field(default=[
+    policies: list[PolicyName] = Field(default=[
         "unscheduled",
         "priority",
         "static",
@@ -258,7 +276,7 @@ class Tune(Strict):
     objective: Literal["p95", "p99"] = "p95"
     mode: Literal["single", "multi"] = "single"  # multi: P95 vs batch throughput, a Pareto front
     throughput_fraction: float = Field(default=0.9, gt=0, le=1.5)
-    reference: Literal["unscheduled", "fifo", "priority", "static", "adaptive"] = "static"
+    reference: PolicyName = "static"
     trials: int = Field(default=50, ge=1)
     seeds: int = Field(default=4, ge=1)
     first_seed: int = Field(default=1000, ge=0)
@@ -303,6 +321,9 @@ class Decision(Strict):
     reference: Literal["static", "priority", "unscheduled", "adaptive"] = "static"
     bound_tolerance: float = Field(default=0.05, ge=0, le=5)  # "slo" rule: P95 within this fraction of the bound
     level: float = Field(default=0.95, gt=0.5, lt=1)  # confidence level of every CI the rule reads
+    # either rule: an arm is feasible only if the share of batch jobs done by their deadline_ms is at least this
+    # (judged on the CI's lower bound); needs a batch workload with deadline_ms
+    batch_deadline_share: float | None = Field(default=None, gt=0, le=1)
 
 
 class Conditions(Strict):
@@ -523,6 +544,9 @@ def _check_semantics(s: Scenario) -> None:
     if s.scheduler:
         s.options()  # validates [scheduler] (camelCase production options)
     _check_sizes(s)
+    if s.decision.batch_deadline_share is not None and not any(w.deadline_ms is not None for w in s.workload):
+        raise InputError(s.path, "decision.batch_deadline_share", "no batch workload has deadline_ms: there is no "
+                         "deadline to meet (give a batch workload deadline_ms)")
     token_backend = s.backend.kind == "continuous-batching" or s.backend.kind == "api"
     for i, w in enumerate(s.workload):
         where = f"workload[{i}]"

@@ -37,10 +37,12 @@ from simlab.policies import options_from_dict
 from simlab.scenario import scenario_from_dict
 from simlab.world.engine import Engine
 from simlab.world.workloads import open_loop_tasks
+from tests.gate_strategies import gate_options, never_strands
 
-CAPPED = ("fifo", "priority", "static", "adaptive")
-KIND_AWARE = ("unscheduled", "priority", "static", "adaptive")  # never start batch over a waiting interactive
-HAS_CAP_AT_DISPATCH = ("priority", "static", "adaptive")
+GATES = ("holdback", "aimd", "gradient2")
+CAPPED = ("fifo", "priority", "static", "adaptive", *GATES)
+KIND_AWARE = ("unscheduled", "priority", "static", "adaptive", *GATES)  # never start batch over a waiting interactive
+HAS_CAP_AT_DISPATCH = ("priority", "static", "adaptive", *GATES)
 
 SETTINGS = settings(
     max_examples=500,
@@ -143,7 +145,7 @@ def scenarios(draw):
 
 @st.composite
 def option_dicts(draw):
-    policy = draw(st.sampled_from(["unscheduled", "fifo", "priority", "static", "adaptive"]))
+    policy = draw(st.sampled_from(["unscheduled", "fifo", "priority", "static", "adaptive", *GATES]))
     d = {"policy": policy, "tieBreak": draw(st.sampled_from(["fifo", "seed-heap"]))}
     if policy != "unscheduled":
         d["maxConcurrency"] = draw(st.integers(1, 6))
@@ -161,6 +163,8 @@ def option_dicts(draw):
             d["smoothingTauMs"] = draw(st.one_of(st.sampled_from([10, 1000]), st.floats(1, 3000)))
         d["recheckOnExpiry"] = draw(st.booleans())
         d["rpsSource"] = draw(st.sampled_from(["completions", "arrivals"]))
+    if policy in GATES:
+        d.update(draw(gate_options(policy, d["maxConcurrency"])))
     return d
 
 
@@ -300,7 +304,7 @@ def may_strand(o) -> bool:
         return o.batch_max_concurrency == 0
     if o.policy == "adaptive":
         return o.batch_max_concurrency == 0 or (o.batch_min_concurrency == 0 and not o.recheck_on_expiry)
-    return False
+    return not never_strands(o)
 
 
 # --- the property -------------------------------------------------------------------------------------

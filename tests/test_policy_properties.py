@@ -5,6 +5,10 @@ Two independent views are checked:
 - a recorder wrapped around the policy (through `simlab.replay.make_policy`) that keeps its own count of tasks
   in flight and waiting, from the calls it sees, and checks each start at the moment it happens. It does not
   trust the policy's own counters: it compares them with its own.
+
+The gateway gates (holdback, aimd, gradient2) and eviction (`evict = "newest"`) are drawn like the article's
+policies: caps, interactive first, no task lost or run twice (a stopped task waits again, and starts again only
+from there), and a free slot left free only for the reason each policy names.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from hypothesis import strategies as st
 import simlab.replay
 from simlab.policies import POLICY_NAMES, SchedulerOptions, Task, make_policy, options_from_dict
 from simlab.replay import replay
+from tests.gate_strategies import gate_options, never_strands
 
-CAPPED = ("fifo", "priority", "static", "adaptive")
-KIND_AWARE = ("unscheduled", "priority", "static", "adaptive")  # never start batch over a waiting interactive
+GATES = ("holdback", "aimd", "gradient2")
+CAPPED = ("fifo", "priority", "static", "adaptive", *GATES)
+KIND_AWARE = ("unscheduled", "priority", "static", "adaptive", *GATES)  # never start batch over a waiting interactive
+EVICTABLE = ("priority", "static", "adaptive", *GATES)
 
 SETTINGS = settings(
     max_examples=150,
@@ -78,6 +85,11 @@ def option_dicts(draw, policy=None):
             d["smoothingTauMs"] = draw(st.one_of(st.sampled_from([1, 10, 100, 1000]), st.floats(0.5, 2000)))
         d["recheckOnExpiry"] = draw(st.booleans())
         d["rpsSource"] = draw(st.sampled_from(["completions", "arrivals"]))
+    if policy in GATES:
+        d.update(draw(gate_options(policy, d["maxConcurrency"])))
+    if policy in EVICTABLE and draw(st.integers(0, 3)) == 0:
+        d["evict"] = "newest"
+        d["evictAfterMs"] = draw(st.one_of(st.sampled_from([0.5, 1, 5, 20]), st.floats(0.1, 50)))
     return d
 
 
@@ -99,9 +111,13 @@ class Recorder:
         self.batch_running = 0
         self.waiting: dict[int, Task] = {}  # submitted, not started
         self.started_ids: set[int] = set()
+        self.running_ids: set[int] = set()  # started, neither finished nor stopped
+        self.stopped: set[int] = set()  # stopped and not started again
         self.start_order: list[Task] = []
         self.batch_starts = 0
         self.calls = 0
+        self.stops: list[Task] = []
+        self.stop_count = 0
 
     # the driver's interface
     def submit(self, task):
@@ -115,7 +131,8 @@ class Recorder:
         return self._account(started)
 
     def finish(self, task):
-        assert id(task) in self.started_ids, "finish of a task that never started"
+        assert id(task) in self.running_ids, "finish of a task that is not running"
+        self.running_ids.discard(id(task))
         self.running -= 1
         if task.kind == "batch":
             self.batch_running -= 1
@@ -124,22 +141,44 @@ class Recorder:
     def wake(self):
         return self._account(self.inner.wake())
 
+    def may_stop(self):
+        return self.inner.may_stop()
+
+    def take_stops(self):
+        stops, self.stops = self.stops, []
+        return stops
+
     def next_check_ms(self):
         t = self.inner.next_check_ms()
         if t is not None:
             assert t > self.clock(), "a wake-up must be strictly in the future"
-            assert self.o.policy == "adaptive" and self.o.recheck_on_expiry
+            assert (self.o.policy == "adaptive" and self.o.recheck_on_expiry) or self.o.evicts
         return t
 
     # the checks
     def _account(self, started):
         self.calls += 1
         o = self.o
+        # the driver stops what the policy stops before it starts anything: so does this account
+        for s in self.inner.take_stops():
+            assert o.evicts, "a policy without eviction stopped a task"
+            assert s.kind == "batch", f"interactive {s} stopped"
+            assert id(s) in self.running_ids, f"{s} stopped while not running"
+            self.running_ids.discard(id(s))
+            self.running -= 1
+            self.batch_running -= 1
+            self.waiting[id(s)] = s
+            self.stopped.add(id(s))
+            self.stops.append(s)
+            self.stop_count += 1
         for s in started:
-            assert id(s) not in self.started_ids, f"{s} started twice"
+            assert id(s) not in self.running_ids, f"{s} started twice"
             assert id(s) in self.waiting, f"{s} started without being submitted (or after starting)"
+            assert id(s) not in self.started_ids or id(s) in self.stopped, f"{s} ran twice without being stopped"
             del self.waiting[id(s)]
+            self.stopped.discard(id(s))
             self.started_ids.add(id(s))
+            self.running_ids.add(id(s))
             self.start_order.append(s)
             self.running += 1
             if o.policy in CAPPED:
@@ -156,8 +195,10 @@ class Recorder:
                     cap = s.cap_at_dispatch
                     assert cap is not None and o.batch_min_concurrency <= cap <= o.batch_max_concurrency
                     assert isinstance(cap, int)
-                if o.policy in ("static", "adaptive"):
+                if o.policy in ("static", "adaptive", *GATES):
                     assert self.batch_running <= s.cap_at_dispatch, "batch in flight above the cap in force"
+                if o.policy in GATES:
+                    assert self.batch_running <= self.batch_ceiling(), "batch in flight above batchMaxConcurrency"
         # the policy's own counters agree with what it told the driver
         p = self.inner
         assert (p.running, p.batch_running) == (self.running, self.batch_running)
@@ -166,22 +207,42 @@ class Recorder:
         assert p.queued() == (wi, wb)
         # work conservation: a free slot is only left free for a reason the policy names
         if o.policy in CAPPED and self.running < o.max_concurrency:
-            assert wi == 0, "an interactive task waits while a slot is free"
+            # holdback and gradient2 may hold interactive work back too: checked below, by their own rule
+            assert wi == 0 or o.policy in ("holdback", "gradient2"), "an interactive task waits while a slot is free"
             if o.policy in ("fifo", "priority"):
                 assert wb == 0
             elif o.policy == "static" and wb:
                 assert self.batch_running >= o.batch_max_concurrency
-            elif o.policy == "adaptive" and wb:
+            elif o.policy in ("adaptive", "aimd") and wb:
                 assert self.batch_running >= p.batch_cap()
+        p = getattr(p, "inner", p)  # eviction wraps the policy
+        if o.policy == "holdback" and self.running < o.max_concurrency and (wi or wb):
+            s = p.saturation()
+            held = s >= o.value("maxCeiling")
+            assert held or not wi, "an interactive task waits at a free slot below the interactive ceiling"
+            assert held or not wb or self.batch_running >= p.limit_at(s), "batch waits below its holdback ceiling"
+        if o.policy == "gradient2" and self.running < o.max_concurrency:
+            over = self.running >= p.limit
+            if wi:
+                assert over and self.running - self.batch_running >= p._part_i, "interactive held below its partition"
+            elif wb:
+                assert self.batch_running >= self.batch_ceiling() or (over and self.batch_running >= p._part_b)
         return started
+
+    def batch_ceiling(self) -> int:
+        """batchMaxConcurrency as the gates read it (maxConcurrency when unset; aimd: its source's maxLimit)."""
+        o = self.o
+        if o.policy == "aimd":
+            return o.value("batchMaxConcurrency")
+        return o.batch_max_concurrency if o.batch_max_concurrency is not None else o.max_concurrency
 
 
 def run(rows, options: SchedulerOptions):
     tasks = fresh(rows)
     recorders = []
 
-    def factory(o, clock):
-        rec = Recorder(make_policy(o, clock), clock, o)
+    def factory(o, clock, observe=None):
+        rec = Recorder(make_policy(o, clock, observe), clock, o)
         recorders.append(rec)
         return rec
 
@@ -195,10 +256,11 @@ def run(rows, options: SchedulerOptions):
 # --- checks on the output alone ---------------------------------------------------------------------
 
 
-def check_output(tasks, o: SchedulerOptions):
+def check_output(tasks, o: SchedulerOptions, stopped=frozenset()):
+    """`stopped`: ids of tasks stopped and never started again (they started, and did not end)."""
     for t in tasks:
-        assert (t.start_ms is None) == (t.end_ms is None)
-        if t.start_ms is not None:
+        assert (t.start_ms is None) == (t.end_ms is None) or id(t) in stopped
+        if t.end_ms is not None:
             assert t.start_ms >= t.arrival_ms
             assert t.end_ms == t.start_ms + t.service_ms  # exactly: the delay backend
         else:
@@ -207,8 +269,8 @@ def check_output(tasks, o: SchedulerOptions):
         assert all(t.start_ms == t.arrival_ms for t in tasks)
     if o.policy in CAPPED:
         # in flight at the end of each instant: start <= t < end (zero-length tasks hold a slot only within it)
-        times = sorted({t.start_ms for t in tasks if t.start_ms is not None})
-        started = [t for t in tasks if t.start_ms is not None]
+        started = [t for t in tasks if t.end_ms is not None]  # (a stopped attempt's interval is not in the output)
+        times = sorted({t.start_ms for t in started})
         for x in times:
             assert sum(t.start_ms <= x < t.end_ms for t in started) <= o.max_concurrency
     if o.policy in KIND_AWARE:
@@ -227,19 +289,16 @@ def check_output(tasks, o: SchedulerOptions):
 def test_invariants_every_policy(rows, d):
     o = opts(d)
     tasks, rec = run(rows, o)
-    check_output(tasks, o)
+    check_output(tasks, o, rec.stopped)
     started = [t for t in tasks if t.start_ms is not None]
-    assert len(rec.start_order) == len(started) == len(rec.started_ids)
+    ended = [t for t in tasks if t.end_ms is not None]
+    assert len(rec.started_ids) == len(started)
+    # every start is an end or a stop: nothing lost, nothing run twice
+    assert len(rec.start_order) - rec.stop_count == len(ended)
     assert rec.running == 0 and rec.batch_running == 0, "every started task finished"
-    assert len(rec.waiting) == len(tasks) - len(started)
-
-
-def never_strands(o: SchedulerOptions) -> bool:
-    if o.policy == "static":
-        return o.batch_max_concurrency >= 1
-    if o.policy == "adaptive":
-        return o.batch_max_concurrency >= 1 and (o.batch_min_concurrency >= 1 or o.recheck_on_expiry)
-    return True
+    assert len(rec.waiting) == len(tasks) - len(ended)
+    if not o.evicts:
+        assert rec.stop_count == 0
 
 
 @SETTINGS
@@ -247,7 +306,7 @@ def never_strands(o: SchedulerOptions) -> bool:
 def test_adaptive_invariants_and_no_stranding_when_guarded(rows, d):
     o = opts(d)
     tasks, rec = run(rows, o)
-    check_output(tasks, o)
+    check_output(tasks, o, rec.stopped)
     if never_strands(o):
         assert all(t.start_ms is not None for t in tasks), "stranded tasks despite recheckOnExpiry/batchMin >= 1"
 
@@ -259,8 +318,8 @@ def test_recheck_on_expiry_rescues_the_stranded(rows, d):
     d = {**d, "batchMinConcurrency": 0, "recheckOnExpiry": True}
     assume(d["batchMaxConcurrency"] >= 1)
     o = opts(d)
-    tasks, _ = run(rows, o)
-    check_output(tasks, o)
+    tasks, rec = run(rows, o)
+    check_output(tasks, o, rec.stopped)
     assert all(t.start_ms is not None for t in tasks)
 
 
@@ -285,6 +344,7 @@ def test_fifo_policy_starts_in_arrival_order(rows, d):
 @SETTINGS
 @given(rows=traces(), d=st.sampled_from(["priority", "static", "adaptive"]).flatmap(lambda p: option_dicts(p)))
 def test_fifo_tie_break_keeps_arrival_order_within_each_class(rows, d):
+    d = {k: v for k, v in d.items() if k not in ("evict", "evictAfterMs")}  # a victim goes back to the front
     o = opts({**d, "tieBreak": "fifo"})
     tasks, rec = run(rows, o)
     for kind in ("interactive", "batch"):
@@ -305,12 +365,12 @@ def test_replay_is_deterministic(rows, d):
 @SETTINGS
 @given(rows=traces(), d=option_dicts(policy="adaptive"))
 def test_adaptive_cap_in_force_between_min_and_max(rows, d):
-    o = opts(d)
+    o = opts({k: v for k, v in d.items() if k not in ("evict", "evictAfterMs")})
     tasks = fresh(rows)
     seen = []
 
-    def factory(opt, clock):
-        p = make_policy(opt, clock)
+    def factory(opt, clock, observe=None):
+        p = make_policy(opt, clock, observe)
         orig_limit, orig_finish = p._batch_limit, p.finish
         state = {"completions": 0}
 
@@ -342,8 +402,8 @@ def test_recorder_can_fail():
     rows = [(f"b{k}", "batch", 0.0, 5.0) for k in range(4)]
     o = opts({"policy": "static", "maxConcurrency": 4, "batchMaxConcurrency": 2})
 
-    def broken_factory(opt, clock):
-        p = make_policy(opt, clock)
+    def broken_factory(opt, clock, observe=None):
+        p = make_policy(opt, clock, observe)
         p._cap = 3  # the policy now admits one more batch task than the options allow
         p.options = opt
         return Recorder(p, clock, opt)

@@ -45,6 +45,9 @@ def main(args) -> int:
     run_seeds = seeds(args, scenario)
     workers = positive(args.workers, "--workers")
     options = scenario_options(scenario, args.options, None)
+    for p in policies:  # a gateway gate takes its source's defaults for what the options leave out: say which
+        if (note := options.with_changes(policy=p).defaults_note()) is not None:
+            warn(note, "note")
     # A/B of tuned options goes beside the baseline A/B, never over it
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     capacity_check(scenario)

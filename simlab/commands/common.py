@@ -9,8 +9,8 @@ from pathlib import Path
 from simlab.errors import InputError, did_you_mean
 
 
-def warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+def warn(message: str, label: str = "warning") -> None:
+    print(f"{label}: {message}", file=sys.stderr)
 
 
 def scenario_options(scenario, options_file, policy):

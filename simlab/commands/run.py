@@ -23,13 +23,13 @@ def main(args) -> int:
     capacity_check(scenario)
 
     from simlab.atomic import atomic_write_text
-    from simlab.experiments.metrics import SUMMARY_COLUMNS
+    from simlab.experiments.metrics import metric_columns
     from simlab.experiments.runner import Job, run_jobs
     from simlab.experiments.tables import csv_text, fmt_num, text_table
 
     jobs = [Job(options.policy, options, s, keep_tasks=True, tasks_format=args.tasks) for s in run_seeds]
     rows = run_jobs(scenario, jobs, out, workers, progress=not args.quiet, scheduler=args.scheduler_address)
-    atomic_write_text(out / "summary.csv", csv_text(rows, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(rows, metric_columns(rows)))
     cols = ["seed", "interactive_p50_ms", "interactive_p95_ms", "interactive_p99_ms", "batch_completed",
             "batch_throughput_per_min", "max_in_flight", "stranded"]
     print(text_table(cols, [[str(r[c]) if c == "seed" else fmt_num(r[c]) for c in cols] for r in rows]))

@@ -44,7 +44,9 @@ def ab_decision(scenario, options, result, out: Path | None, workers: int = 1,
                 continue  # the frontier holds it
         rows = [r for r in result.rows if r["policy"] == p]
         opts = options.with_changes(policy=p)
-        arms.append(Arm(label, _options(opts), [r[P95] for r in rows], [r[THR] for r in rows], FAMILY.get(p, "baseline")))
+        share = [r["batch_deadline_share"] for r in rows] if all("batch_deadline_share" in r for r in rows) else None
+        arms.append(Arm(label, _options(opts), [r[P95] for r in rows], [r[THR] for r in rows], FAMILY.get(p, "baseline"),
+                        share))
     rule = scenario.decision
     by = {a.label: a for a in arms}
     ref_label = f"static-{options.batch_max_concurrency}" if rule.reference == "static" else rule.reference

@@ -16,6 +16,7 @@ from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.conditions import Condition
 
+SHARE = "batch_deadline_share"  # measured where a batch workload has deadline_ms ([decision] may require it)
 PRODUCTION_KEYS = ("maxConcurrency", "batchMaxConcurrency", "batchMinConcurrency", "interactiveRpsThreshold",
                    "interactiveP95LatencyMs", "windowMs", "smoothingAlpha")
 
@@ -117,7 +118,7 @@ def measure(scenario: Scenario, specs: list[Spec], conditions: list[Condition], 
     """Every spec on every (condition, seed), plus the two bounds; one run folder per condition.
     `scheduler`: a Dask scheduler address, as for `run_jobs` (identical results)."""
     units = [(c.name, s) for c in conditions for s in seeds]
-    per: dict[str, dict[str, list[float]]] = {sp.label: {P95: [], THR: []} for sp in specs}
+    per: dict[str, dict[str, list[float]]] = {sp.label: {P95: [], THR: [], SHARE: []} for sp in specs}
     b95: list[float] = []
     bthr: list[float] = []
     rows: list[dict] = []
@@ -140,11 +141,15 @@ def measure(scenario: Scenario, specs: list[Spec], conditions: list[Condition], 
             else:
                 per[job.label][P95].append(m[P95])
                 per[job.label][THR].append(m[THR])
+                if SHARE in m:
+                    per[job.label][SHARE].append(m[SHARE])
     arms = []
     for sp in specs:
         try:
             opts = production_options(sp.options)
         except ValueError:
             opts = sp.options.to_json_dict()
-        arms.append(Arm(sp.label, opts, per[sp.label][P95], per[sp.label][THR], sp.family))
+        share = per[sp.label][SHARE]
+        arms.append(Arm(sp.label, opts, per[sp.label][P95], per[sp.label][THR], sp.family,
+                        share if share and len(share) == len(per[sp.label][P95]) else None))
     return Measured(arms, units, b95, bthr, rows)

@@ -9,6 +9,8 @@ numbers), so arms are compared with paired CIs. The rule (the scenario's [decisi
   throughput, then (among throughputs that tie in turn) to the simpler arm.
 - "slo": feasible when the P95 CI's upper bound meets the SLO (or, when no arm can, the batch-absent bound
   x (1 + bound_tolerance)); the highest throughput wins; throughput ties go to lower P95, then simplicity.
+- either rule, with `batch_deadline_share`: an arm is feasible only if the lower CI bound of its share of batch jobs
+  done by their deadline is at least that share.
 
 Simplicity: static before adaptive, then fewer options that differ from the production defaults, then
 rounder values. Nothing here runs a simulation.
@@ -36,6 +38,7 @@ class Arm:
     p95: list[float]  # per unit, in unit order
     throughput: list[float]
     family: str = "adaptive"  # static | adaptive | baseline (priority, unscheduled: not deployable as options)
+    deadline_share: list[float] | None = None  # per unit: batch jobs done by their deadline (None: not measured)
 
     def ci(self, which: str, level: float = 0.95) -> tuple[float, float, float]:
         return mean_ci(self.p95 if which == P95 else self.throughput, level)
@@ -80,18 +83,20 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
         r = rows[a.label]
         r["p95_mean"], r["p95_ci_low"], r["p95_ci_high"] = a.ci(P95, level)
         r["throughput_mean"], r["throughput_ci_low"], r["throughput_ci_high"] = a.ci(THR, level)
+    on_time = _deadline_check(arms, rule, rows, level)
+    deployable = [a for a in deployable if on_time(a)]
     if rule.rule == "constrained":
         ref = reference.throughput if reference is not None else None
         for a in arms:
             if ref is None:
-                rows[a.label]["feasible"] = True
+                rows[a.label]["feasible"] = on_time(a)
                 continue
             margin = [t - rule.throughput_fraction * r for t, r in zip(a.throughput, ref)]
             m = mean_ci(margin, level)
             lo = m[1] if math.isfinite(m[1]) else m[0]
             rows[a.label]["throughput_margin"] = m[0]
             rows[a.label]["throughput_margin_ci_low"] = lo
-            rows[a.label]["feasible"] = bool(lo >= 0)
+            rows[a.label]["feasible"] = bool(lo >= 0) and on_time(a)
         feasible = [a for a in deployable if rows[a.label]["feasible"]]
         if not feasible:
             return _record(rule, None, "no deployable arm keeps batch throughput at "
@@ -105,6 +110,8 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
         chosen, moved = _undominated_across(chosen, feasible, rows, level, groups)
         reason = (f"lowest interactive P95 among arms whose batch throughput is >= {rule.throughput_fraction:g} x "
                   f"{reference.label if reference else 'reference'} on the lower CI bound")
+        if rule.batch_deadline_share is not None:
+            reason += f" and whose batch jobs meet their deadline >= {rule.batch_deadline_share:.0%} (CI lower bound)"
         if len(ties) > 1:
             reason += f"; {len(ties)} arms tie on P95 (paired CIs), ranked by throughput then simplicity"
         if moved:
@@ -123,6 +130,8 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
         feasible = [a for a in deployable if meets(a, limit)]
     for a in arms:
         rows[a.label]["feasible"] = a in feasible
+    if rule.batch_deadline_share is not None:
+        how += f" and batch jobs done by their deadline >= {rule.batch_deadline_share:.0%} (CI lower bound)"
     if not feasible:
         return _record(rule, None, f"no deployable arm meets {how}", rows, [], [], arms, defaults, level)
     top = max(feasible, key=lambda a: rows[a.label]["throughput_mean"])
@@ -135,6 +144,23 @@ def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p
     chosen, moved = _undominated_across(chosen, feasible, rows, level, groups)
     how += f"; moved to {chosen.label}, which dominates {moved} (paired CIs)" if moved else ""
     return _record(rule, chosen, f"highest batch throughput with {how}", rows, feasible, ties, arms, defaults, level)
+
+
+def _deadline_check(arms: list[Arm], rule, rows, level):
+    """`batch_deadline_share`: a predicate on arms (the lower CI bound of the share meets it), its numbers in rows."""
+    target = getattr(rule, "batch_deadline_share", None)
+    if target is None:
+        return lambda a: True
+    ok = set()
+    for a in arms:
+        if a.deadline_share is None:
+            continue  # not measured: it cannot be shown to meet the share
+        mean, lo, hi = mean_ci(a.deadline_share, level)
+        lo = lo if math.isfinite(lo) else mean
+        rows[a.label].update(deadline_share_mean=mean, deadline_share_ci_low=lo, deadline_share_ci_high=hi)
+        if lo >= target:
+            ok.add(a.label)
+    return lambda a: a.label in ok
 
 
 def _undominated(chosen: Arm, pool: list[Arm], rows, level) -> Arm:

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from simlab.atomic import atomic_write_text
-from simlab.experiments.metrics import SUMMARY_COLUMNS
+from simlab.experiments.metrics import LIFECYCLE_FILL, SUMMARY_COLUMNS, metric_columns
 from simlab.experiments.runner import Job, run_jobs
 from simlab.experiments.stats import intervals_overlap, mean_ci, paired
 from simlab.experiments.tables import csv_text
@@ -27,7 +27,22 @@ COMPARED = {
     "longest_batch_stall_ms": "lower",
     "max_in_flight": "lower",
 }
+# batch lifecycle, compared only where the runs have them (a deadline, a timeout, eviction)
+COMPARED_LIFECYCLE = {"batch_deadline_share": "higher", "wasted_ms": "lower"}
 AGGREGATED = [c for c in SUMMARY_COLUMNS if c not in ("policy", "seed")]
+
+
+def aggregated(rows) -> list[str]:
+    """The metrics aggregated over seeds for these rows: AGGREGATED, and the lifecycle ones when present."""
+    return [c for c in metric_columns(rows) if c not in ("policy", "seed")]
+
+
+def _filled(rows: list[dict]) -> list[dict]:
+    """Rows with every lifecycle metric any of them has: a policy that cannot evict evicted nothing."""
+    keys = [c for c in LIFECYCLE_FILL if any(c in r for r in rows)]
+    return [r if all(k in r for k in keys) else {**{k: LIFECYCLE_FILL[k] for k in keys}, **r} for r in rows]
+
+
 NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
 
 def seeds_for(seed: int, replications: int) -> list[int]:
@@ -56,16 +71,17 @@ def run_ab(scenario: Scenario, options: SchedulerOptions, policies, seeds, out: 
     out/runs/ as it finishes (a rerun resumes); the record itself is written by `store`."""
     jobs = plan(scenario, options, policies, seeds, bounds, tasks_format)
     metrics = run_jobs(scenario, jobs, out, workers, progress, scheduler=scheduler)
-    rows = [m for j, m in zip(jobs, metrics) if not j.variant]
-    bound_rows = [m for j, m in zip(jobs, metrics) if j.variant]
+    rows = _filled([m for j, m in zip(jobs, metrics) if not j.variant])
+    bound_rows = _filled([m for j, m in zip(jobs, metrics) if j.variant])
     return build_record(scenario, options, policies, seeds, rows, bound_rows, baseline)
 
 
 def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
     out = []
+    metrics = aggregated(rows)
     for p in labels:
         mine = [r for r in rows if r["policy"] == p]
-        out.append(PolicyAggregate(p, len(mine), {m: Interval.of(mean_ci([r[m] for r in mine])) for m in AGGREGATED}))
+        out.append(PolicyAggregate(p, len(mine), {m: Interval.of(mean_ci([r[m] for r in mine])) for m in metrics}))
     return out
 
 
@@ -86,8 +102,8 @@ def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds,
         policies=policies,
         seeds=list(seeds),
         baseline=baseline if baseline in policies else policies[0],
-        runs=[_run(r) for r in rows],
-        bound_runs=[_run(r) for r in bound_rows],
+        runs=[_run(r, aggregated(rows)) for r in rows],
+        bound_runs=[_run(r, aggregated(bound_rows)) for r in bound_rows],
         aggregates=aggregates,
         bound_aggregates=aggregate_rows(bound_rows, bound_labels),
         comparisons=compare(rows, policies, baseline, aggregate),
@@ -95,8 +111,8 @@ def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds,
     )
 
 
-def _run(row: dict) -> RunMetrics:
-    return RunMetrics(row["policy"], int(row["seed"]), {c: row.get(c) for c in AGGREGATED})
+def _run(row: dict, metrics=AGGREGATED) -> RunMetrics:
+    return RunMetrics(row["policy"], int(row["seed"]), {c: row.get(c) for c in metrics})
 
 
 def compare(rows, policies, baseline, aggregate) -> list[Comparison]:
@@ -106,8 +122,10 @@ def compare(rows, policies, baseline, aggregate) -> list[Comparison]:
     if "adaptive" in policies:
         pairs += [("adaptive", p) for p in policies if p != "adaptive" and ("adaptive", p) not in pairs]
     out = []
+    present = set(aggregated(rows))
+    compared = {**COMPARED, **{m: b for m, b in COMPARED_LIFECYCLE.items() if m in present}}
     for cand, base in pairs:
-        for metric, better in COMPARED.items():
+        for metric, better in compared.items():
             a = [r[metric] for r in sorted(rows, key=lambda r: r["seed"]) if r["policy"] == cand]
             b = [r[metric] for r in sorted(rows, key=lambda r: r["seed"]) if r["policy"] == base]
             pc = paired(a, b)
@@ -162,15 +180,16 @@ def store(record: AbRecord, out: Path) -> AbRecord:
     """result.json (the record) and the tables users read, all from the record; the record as stored."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "summary.csv", csv_text(record.rows, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(record.rows, metric_columns(record.rows)))
     if record.bound_runs:
-        atomic_write_text(out / "bounds.csv", csv_text(record.bounds, SUMMARY_COLUMNS))
+        atomic_write_text(out / "bounds.csv", csv_text(record.bounds, metric_columns(record.bounds)))
     agg_rows, agg_cols = [], ["policy", "n"]
-    for m in AGGREGATED:
+    metrics = aggregated(record.rows)
+    for m in metrics:
         agg_cols += [f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high"]
     for a in record.aggregates:
         row = {"policy": a.policy, "n": len(record.seeds)}
-        for m in AGGREGATED:
+        for m in metrics:
             i = a.metrics[m]
             row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = i.mean, i.ci_low, i.ci_high
         agg_rows.append(row)

@@ -9,7 +9,7 @@ import numpy as np
 from simlab.world.engine import SimResult
 from simlab.world.tasktable import OUTCOMES
 
-OUTCOME_OK, OUTCOME_FAILED = OUTCOMES.index("ok"), OUTCOMES.index("failed")
+OUTCOME_OK, OUTCOME_FAILED, OUTCOME_TIMEOUT = OUTCOMES.index("ok"), OUTCOMES.index("failed"), OUTCOMES.index("timeout")
 
 SUMMARY_COLUMNS = (
     "policy",
@@ -34,6 +34,43 @@ SUMMARY_COLUMNS = (
     "interactive_ttft_p95_ms",
     "retries",
 )
+# Batch lifecycle (timeouts, eviction, deadlines): in a run's row only when its scenario or options use them, so
+# tables of runs without them keep their columns; `metric_columns` gives the columns for a set of rows.
+LIFECYCLE_COLUMNS = (
+    "batch_deadline_share",  # of the batch jobs of workloads with deadline_ms: done by arrival + deadline_ms
+    "wasted_tokens",  # thrown away by stopped attempts (timeouts, evictions): prompt once prefilled + output
+    "wasted_ms",  # service time of stopped attempts
+    "timeouts",  # attempts stopped by their workload's timeout_ms
+    "evictions",  # attempts stopped by the policy (evict = "newest")
+)
+LIFECYCLE_FILL = {"batch_deadline_share": math.nan, "wasted_tokens": 0, "wasted_ms": 0.0, "timeouts": 0, "evictions": 0}
+
+
+def metric_columns(rows) -> list[str]:
+    """SUMMARY_COLUMNS, and the lifecycle columns when any row has them."""
+    extra = any(LIFECYCLE_COLUMNS[0] in r for r in rows)
+    return list(SUMMARY_COLUMNS) + (list(LIFECYCLE_COLUMNS) if extra else [])
+
+
+def lifecycle(result: SimResult) -> dict:
+    """The lifecycle metrics of a run (LIFECYCLE_COLUMNS; empty when it had no timeout, eviction or deadline)."""
+    counters = result.counters
+    if not counters:
+        return {}
+    c = result.table.columns
+    out = dict(LIFECYCLE_FILL)
+    deadline = c.get("deadline_ms")
+    if deadline is not None:
+        has = ~c["interactive"] & ~np.isnan(deadline)
+        if has.any():
+            met = has & (c["outcome"] == OUTCOME_OK) & (c["end_ms"] - c["arrival_ms"] <= deadline)
+            out["batch_deadline_share"] = float(np.count_nonzero(met) / np.count_nonzero(has))
+    if c.get("wasted_tokens") is not None:
+        out["wasted_tokens"] = int(c["wasted_tokens"].sum())
+        out["wasted_ms"] = float(c["wasted_ms"].sum())
+    out["timeouts"] = int(counters.get("timeouts", 0))
+    out["evictions"] = int(counters.get("evictions", 0))
+    return out
 
 
 def task_arrays(result: SimResult) -> dict[str, np.ndarray]:
@@ -196,9 +233,12 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     the table no more): a long run's peak memory is then about its columns, not twice them."""
     c = result.table.columns
     take = c.pop if consume else c.__getitem__
+    lifecycle_row = lifecycle(result)  # before columns are consumed
     outcome, inter = c["outcome"], c["interactive"]
     ok = outcome == OUTCOME_OK
     failed = outcome == OUTCOME_FAILED
+    if lifecycle_row:
+        failed |= outcome == OUTCOME_TIMEOUT  # a task that timed out for good failed
     end = c["end_ms"]
     ended = ~np.isnan(end)
     done_i = inter & ok & ended
@@ -224,6 +264,7 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     ttft = ttft[~np.isnan(ttft)]
     retries = c["retries"]
     retries = int(retries.sum()) if retries is not None else 0
+    retries += int(result.counters.get("timeout_retries", 0))  # 429 retries and timed-out attempts sent again
     for name in ("ttft_ms", "retries", "interactive", "outcome"):
         take(name)
     del inter, outcome
@@ -258,4 +299,5 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     del lat_i, done_i
     take("dispatch_ms"), take("end_ms")
     row["max_in_flight"] = max_concurrent(dispatch, end, in_place=consume)
+    row.update(lifecycle_row)
     return row

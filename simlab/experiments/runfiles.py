@@ -19,6 +19,7 @@ from simlab.world.tasktable import OUTCOMES
 
 TASK_COLUMNS = ("id", "kind", "source", "arrival_ms", "dispatch_ms", "start_ms", "end_ms", "ttft_ms", "outcome",
                 "retries", "service_ms", "prompt_tokens", "output_tokens")
+LIFECYCLE_TASK_COLUMNS = ("attempts", "wasted_tokens", "wasted_ms")  # runs with timeouts or eviction only
 TASK_FORMATS = ("auto", "parquet", "csv", "none")
 TASK_FILES = ("tasks.parquet", "tasks.csv")  # the loader's search order
 PARQUET_FROM = 100_000  # tasks: below, CSV (small, readable anywhere); from here, Parquet (5-10x faster, smaller)
@@ -54,6 +55,11 @@ def task_table(result: SimResult):
     def named(codes, names):  # small integer codes into a list of names
         return pc.take(_strings(names), _from_numpy(np.ascontiguousarray(codes, dtype=np.int32), pa.int32()))
 
+    lifecycle = [] if c.get("attempts") is None else [
+        _from_numpy(np.ascontiguousarray(c["attempts"], dtype=np.int32), pa.int32()),
+        ints("wasted_tokens"),
+        floats("wasted_ms"),
+    ]
     return pa.Table.from_arrays([
         _ids(t),
         named(c["interactive"], [BATCH, INTERACTIVE]),
@@ -68,7 +74,8 @@ def task_table(result: SimResult):
         floats("service_ms"),
         ints("prompt_tokens"),
         ints("output_tokens"),
-    ], names=list(TASK_COLUMNS))
+        *lifecycle,
+    ], names=list(TASK_COLUMNS) + (list(LIFECYCLE_TASK_COLUMNS) if lifecycle else []))
 
 
 def _from_numpy(values: np.ndarray, typ, missing: np.ndarray | None = None):
@@ -164,15 +171,17 @@ def load_tasks(path: Path, columns: list[str] | None = None) -> "pd.DataFrame":
         df = pq.read_table(path, columns=columns).to_pandas()
     else:
         df = pd.read_csv(path, usecols=columns, dtype={"id": "string"}, keep_default_na=False,
-                         na_values={c: [""] for c in TASK_COLUMNS if c not in ("id", "kind", "source", "outcome")})
+                         na_values={c: [""] for c in TASK_COLUMNS + LIFECYCLE_TASK_COLUMNS
+                                    if c not in ("id", "kind", "source", "outcome")})
     for col in ("id", "kind", "source", "outcome"):
         if col in df:
             df[col] = df[col].astype("string")
     for col in ("arrival_ms", "dispatch_ms", "start_ms", "end_ms", "ttft_ms", "service_ms", "prompt_tokens", "output_tokens"):
         if col in df:
             df[col] = df[col].astype("float64")  # token counts too: NaN where a task has none
-    if "retries" in df:
-        df["retries"] = df["retries"].astype("int64")
+    for col in ("retries", "attempts"):
+        if col in df:
+            df[col] = df[col].astype("int64")
     return df
 
 

@@ -43,8 +43,8 @@ def full_count(window_ms: float, threshold: float) -> float:
 class Adaptive(Priority):
     name = "adaptive"
 
-    def __init__(self, options, clock):
-        super().__init__(options, clock)
+    def __init__(self, options, clock, observe=None):
+        super().__init__(options, clock, observe)
         o = options
         self._bmax = o.batch_max_concurrency
         self._bmin = o.batch_min_concurrency

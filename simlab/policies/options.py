@@ -15,7 +15,10 @@ from pydantic.alias_generators import to_camel
 
 from simlab.errors import CONFIG_MAX_BYTES, InputError, did_you_mean, read_text
 
-POLICY_NAMES = ("unscheduled", "fifo", "priority", "static", "adaptive")
+POLICY_NAMES = ("unscheduled", "fifo", "priority", "static", "adaptive", "holdback", "aimd", "gradient2")
+PolicyName = Literal["unscheduled", "fifo", "priority", "static", "adaptive", "holdback", "aimd", "gradient2"]
+GATEWAY_POLICIES = ("holdback", "aimd", "gradient2")
+NO_EVICTION = ("unscheduled", "fifo")  # one queue or none: `evict` does not apply  # the industry's batch gates (simlab/policies/gates.py)
 
 # Keys each policy cannot run without (camelCase, as the user writes them).
 REQUIRED_KEYS = {
@@ -30,6 +33,54 @@ REQUIRED_KEYS = {
         "interactiveRpsThreshold",
         "interactiveP95LatencyMs",
     ),
+    # The gateway gates need only the hard cap: every other key has its source's default (SOURCE_DEFAULTS).
+    "holdback": ("maxConcurrency",),
+    "aimd": ("maxConcurrency",),
+    "gradient2": ("maxConcurrency",),
+}
+
+# What a gateway policy uses for a key its options leave out, and where the value comes from (camelCase keys;
+# simlab/policies/gates.py names the upstream file and function of each). Unset keys stay unset in the options,
+# so the JSON a tuned run writes holds only what was chosen.
+SOURCE_DEFAULTS = {
+    "holdback": {
+        "saturationSignal": ("utilization", "llm-d utilization-detector (the detector flow control enables by default)"),
+        "queueDepthThreshold": (5, "llm-d utilization-detector DefaultQueueDepthThreshold"),
+        "kvCacheUtilThreshold": (0.8, "llm-d utilization-detector DefaultKVCacheUtilThreshold"),
+        "minCeiling": (0.4, "llm-d priority-holdback-policy README example (upstream requires it: no default)"),
+        "maxCeiling": (1.0, "llm-d priority-holdback-policy defaultMaxCeiling"),
+        "holdbackShape": ("linear", "simlab: the batch ceiling falls linearly (one band per batch slot)"),
+        "batchMaxConcurrency": (None, "simlab: maxConcurrency (upstream has no batch cap)"),
+    },
+    "aimd": {
+        "initialLimit": (20, "Netflix AIMDLimit.Builder initialLimit (clipped into [batchMin, batchMax])"),
+        "batchMinConcurrency": (20, "Netflix AIMDLimit.Builder minLimit"),
+        "batchMaxConcurrency": (200, "Netflix AIMDLimit.Builder maxLimit"),
+        "backoffRatio": (0.9, "Netflix AIMDLimit.Builder backoffRatio"),
+        "interactiveP95LatencyMs": (5000.0, "Netflix AIMDLimit.Builder timeout (DEFAULT_TIMEOUT, 5 s)"),
+        "samplePercentile": (0.95, "simlab: the window's P95 (Netflix PercentileSampleWindowFactory has no default)"),
+        "rttFrom": ("submit", "simlab: end-to-end interactive latency (Netflix measures from acquire)"),
+        "minWindowTimeMs": (1000.0, "Netflix WindowedLimit DEFAULT_MIN_WINDOW_TIME"),
+        "maxWindowTimeMs": (1000.0, "Netflix WindowedLimit DEFAULT_MAX_WINDOW_TIME; follows minWindowTimeMs above it"),
+        "windowSize": (10, "Netflix WindowedLimit DEFAULT_WINDOW_SIZE"),
+        "minRttThresholdMs": (0.1, "Netflix WindowedLimit DEFAULT_MIN_RTT_THRESHOLD (100 us)"),
+    },
+    "gradient2": {
+        "initialLimit": (20, "Netflix Gradient2Limit.Builder initialLimit"),
+        "minLimit": (20, "Netflix Gradient2Limit.Builder minLimit (at most maxConcurrency)"),
+        "smoothing": (0.2, "Netflix Gradient2Limit.Builder smoothing"),
+        "queueSize": (4, "Netflix Gradient2Limit.Builder queueSize (concurrency -> 4)"),
+        "rttTolerance": (1.5, "Netflix Gradient2Limit.Builder rttTolerance"),
+        "longWindow": (600, "Netflix Gradient2Limit.Builder longWindow"),
+        "batchPartition": (0.1, "Netflix README: partition(\"batch\", 0.1)"),
+        "interactivePartition": (0.9, "Netflix README: partition(\"live\", 0.9)"),
+        "samplePercentile": (None, "Netflix WindowedLimit default AverageSampleWindowFactory (the mean RTT)"),
+        "rttFrom": ("dispatch", "Netflix AbstractLimiter: the RTT runs from acquire to completion"),
+        "minWindowTimeMs": (1000.0, "Netflix WindowedLimit DEFAULT_MIN_WINDOW_TIME"),
+        "maxWindowTimeMs": (1000.0, "Netflix WindowedLimit DEFAULT_MAX_WINDOW_TIME; follows minWindowTimeMs above it"),
+        "windowSize": (10, "Netflix WindowedLimit DEFAULT_WINDOW_SIZE"),
+        "minRttThresholdMs": (0.1, "Netflix WindowedLimit DEFAULT_MIN_RTT_THRESHOLD (100 us)"),
+    },
 }
 
 # The article's simulate.ts numbers: the defaults people start from.
@@ -48,7 +99,7 @@ class SchedulerOptions(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
-    policy: Literal["unscheduled", "fifo", "priority", "static", "adaptive"] = "adaptive"
+    policy: PolicyName = "adaptive"
     max_concurrency: int | None = Field(default=None, ge=1)
     batch_max_concurrency: int | None = Field(default=None, ge=0)
     batch_min_concurrency: int | None = Field(default=None, ge=0)
@@ -61,6 +112,33 @@ class SchedulerOptions(BaseModel):
     recheck_on_expiry: bool = False
     smoothing_tau_ms: float | None = Field(default=None, gt=0)
     rps_source: Literal["completions", "arrivals"] = "completions"
+    # Eviction at the gateway (any two-queue policy): when an interactive request has waited evictAfterMs,
+    # the newest running batch task is stopped and queued again at the front (simlab/policies/evict.py).
+    evict: Literal["newest"] | None = None
+    evict_after_ms: float | None = Field(default=None, gt=0)
+    # holdback (llm-d priority-holdback-policy over a saturation detector); None: SOURCE_DEFAULTS
+    saturation_signal: Literal["utilization", "kv", "queue", "inflight"] | None = None
+    queue_depth_threshold: int | None = Field(default=None, ge=1)
+    kv_cache_util_threshold: float | None = Field(default=None, gt=0, le=1)
+    min_ceiling: float | None = Field(default=None, ge=0, lt=1)
+    max_ceiling: float | None = Field(default=None, gt=0, le=1)
+    holdback_shape: Literal["linear", "step"] | None = None
+    # aimd and gradient2 (Netflix concurrency-limits); None: SOURCE_DEFAULTS
+    initial_limit: int | None = Field(default=None, ge=0)
+    min_limit: int | None = Field(default=None, ge=0)
+    backoff_ratio: float | None = Field(default=None, ge=0.5, lt=1)
+    smoothing: float | None = Field(default=None, gt=0, le=1)
+    queue_size: int | None = Field(default=None, ge=0)
+    rtt_tolerance: float | None = Field(default=None, ge=1)
+    long_window: int | None = Field(default=None, ge=1)
+    interactive_partition: float | None = Field(default=None, ge=0, le=1)
+    batch_partition: float | None = Field(default=None, ge=0, le=1)
+    sample_percentile: float | None = Field(default=None, gt=0, lt=1)
+    rtt_from: Literal["submit", "dispatch"] | None = None
+    min_window_time_ms: float | None = Field(default=None, ge=100)
+    max_window_time_ms: float | None = Field(default=None, ge=100)
+    window_size: int | None = Field(default=None, ge=10)
+    min_rtt_threshold_ms: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> "SchedulerOptions":
@@ -72,10 +150,54 @@ class SchedulerOptions(BaseModel):
         missing = [k for k in REQUIRED_KEYS[self.policy] if getattr(self, _FIELD_OF[k]) is None]
         if missing:
             raise ValueError(f"policy '{self.policy}' needs key(s) {', '.join(missing)}")
+        if (self.evict is None) != (self.evict_after_ms is None):
+            raise ValueError("give evict and evictAfterMs together (evict = \"newest\", evictAfterMs = milliseconds)")
+        if self.policy == "holdback":
+            low, high = self.value("minCeiling"), self.value("maxCeiling")
+            if low >= high:
+                raise ValueError(f"minCeiling ({low}) must be below maxCeiling ({high})")
+        if self.policy == "gradient2":
+            parts = self.value("interactivePartition") + self.value("batchPartition")
+            if parts > 1 + 1e-12:
+                raise ValueError(f"interactivePartition + batchPartition is {parts:g}: the partitions of one limit "
+                                 "must sum to at most 1")
+        lo, hi = self.min_window_time_ms, self.max_window_time_ms
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"minWindowTimeMs ({lo:g}) must not exceed maxWindowTimeMs ({hi:g})")
         return self
+
+    def value(self, key: str):
+        """A key's value for this policy: the one given, else the policy's source default (SOURCE_DEFAULTS)."""
+        given = getattr(self, _FIELD_OF[key])
+        if given is not None:
+            return given
+        default = SOURCE_DEFAULTS.get(self.policy, {}).get(key)
+        return None if default is None else default[0]
+
+    def defaults_taken(self) -> list[tuple[str, object, str]]:
+        """(key, value used, where it comes from) for each key the policy reads and these options leave out."""
+        return [(key, value, source) for key, (value, source) in SOURCE_DEFAULTS.get(self.policy, {}).items()
+                if getattr(self, _FIELD_OF[key]) is None]
+
+    def defaults_note(self) -> str | None:
+        """One sentence on the source defaults this policy takes (None when it takes none)."""
+        taken = self.defaults_taken()
+        if not taken:
+            return None
+        shown = ", ".join(f"{k}={'(unset)' if v is None else json.dumps(v)}" for k, v, _ in taken)
+        return (f"{self.policy} takes its source's defaults for what the options leave out: {shown} "
+                "(docs/gateway-policies.md names the source of each)")
+
+    @property
+    def evicts(self) -> bool:
+        """Eviction applies: `evict` is set and the policy queues interactive and batch work apart."""
+        return self.evict is not None and self.policy not in NO_EVICTION
 
     def warnings(self) -> list[str]:
         out = []
+        if self.evict is not None and self.policy in NO_EVICTION:
+            out.append(f"evict does not apply to policy '{self.policy}' (it has no batch queue to put a victim back "
+                       "in, nor an interactive one to serve first): nothing is evicted")
         if (
             self.policy in ("static", "adaptive")
             and self.batch_max_concurrency is not None
@@ -115,6 +237,28 @@ class SchedulerOptions(BaseModel):
 
 _FIELD_OF = {f.alias or to_camel(n): n for n, f in SchedulerOptions.model_fields.items()}
 KNOWN_KEYS = tuple(_FIELD_OF)
+
+
+class Range:
+    """A tunable key's search range: numbers, or "maxConcurrency" / "maxConcurrency-1" (the options' own cap)."""
+
+    __slots__ = ("low", "high", "integer", "log")
+
+    def __init__(self, low, high, integer: bool = False, log: bool = False):
+        self.low, self.high, self.integer, self.log = low, high, integer, log
+
+    def bounds(self, max_concurrency: int) -> tuple[float, float]:
+        def resolve(v):
+            if v == "maxConcurrency":
+                return max_concurrency
+            if v == "maxConcurrency-1":
+                return max_concurrency - 1
+            return v
+
+        return resolve(self.low), resolve(self.high)
+
+    def __repr__(self) -> str:
+        return f"Range({self.low!r}, {self.high!r}, integer={self.integer}, log={self.log})"
 
 
 def options_from_dict(data: object, source: str | Path | None = None, where: str | None = None) -> SchedulerOptions:

@@ -14,6 +14,7 @@ class FifoQueue(deque):
         super().__init__()
 
     push = deque.append
+    push_front = deque.appendleft  # ahead of every waiting item (an evicted task, queued again)
     take = deque.popleft  # the oldest item; only on a non-empty queue
 
     def pop(self):
@@ -54,8 +55,15 @@ class SeedHeap:
             heap[parent], heap[i] = heap[i], heap[parent]
             i = parent
 
+    def push_front(self, item) -> None:
+        """Ahead of this queue's items: one priority step above them (an evicted task, queued again)."""
+        self.push(item, self._priority - 1)
+
     def take(self):
         return self.pop()
+
+    def __iter__(self):
+        return (item for _, item in self._heap)
 
     def pop(self):
         heap = self._heap

@@ -29,8 +29,8 @@ class Fifo(Policy):
 
     name = "fifo"
 
-    def __init__(self, options, clock):
-        super().__init__(options, clock)
+    def __init__(self, options, clock, observe=None):
+        super().__init__(options, clock, observe)
         self.max_concurrency = options.max_concurrency
         # Always submission order: tieBreak is about the two-class queues; a seed-heap here would make
         # this policy LIFO-ish among its (all equal) tasks, which is not what "fifo" means.
@@ -79,8 +79,8 @@ class Priority(Policy):
 
     name = "priority"
 
-    def __init__(self, options, clock):
-        super().__init__(options, clock)
+    def __init__(self, options, clock, observe=None):
+        super().__init__(options, clock, observe)
         self.max_concurrency = options.max_concurrency
         self._interactive = make_queue(options.tie_break, 0)
         self._batch = make_queue(options.tie_break, 10)
@@ -136,6 +136,6 @@ class Static(Priority):
 
     name = "static"
 
-    def __init__(self, options, clock):
-        super().__init__(options, clock)
+    def __init__(self, options, clock, observe=None):
+        super().__init__(options, clock, observe)
         self._cap = options.batch_max_concurrency

@@ -15,6 +15,10 @@ With a `limiter` (simlab.runtime.shared.RedisLimiter: one limit shared by severa
 policy starts also needs a slot from the limiter before its caller runs: `limiter.admit(task)` resolves the task's
 future once it holds one, and `limiter.release(task)` is called exactly once when it ends (or gives up waiting).
 Callers of `submit` see no difference.
+
+`observe=` gives policies that read the backend (holdback) what the service sees of it (e.g. a reading of vLLM's
+/metrics as a `simlab.policies.Observation`). With a batch timeout or a policy that stops tasks (`evict`), batch
+requests run through simlab.runtime.lifecycle: each attempt in a task of its own, stopped and retried there.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import asdict, dataclass
 
 from simlab.policies import BATCH, INTERACTIVE, KINDS, SchedulerOptions, Task, make_policy
 from simlab.policies.window import SlidingWindow
+from simlab.runtime.lifecycle import RuntimeLifecycle
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,19 @@ class Snapshot:
 
 
 class Scheduler:
-    def __init__(self, options: SchedulerOptions, *, window_ms: float | None = None, limiter=None):
-        """ValueError for options under which a submit could wait forever (`SchedulerOptions.waits_forever`)."""
+    def __init__(self, options: SchedulerOptions, *, window_ms: float | None = None, limiter=None, observe=None,
+                 batch_timeout_ms: float | None = None, batch_max_retries: int = 0):
+        """ValueError for options under which a submit could wait forever (`SchedulerOptions.waits_forever`),
+        and for a shared limiter combined with batch timeouts or a policy that stops tasks (a stopped attempt's
+        shared slot would need a release the limiter does not know of: not supported)."""
         if (why := options.waits_forever()) is not None:
             raise ValueError(f"simlab.runtime.Scheduler refuses these options: {why}")
         self.options = options
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.policy = make_policy(options, self._now)
+        self.policy = make_policy(options, self._now, observe)
+        self._stops = self.policy.may_stop()
+        self.lifecycle = (RuntimeLifecycle(self, batch_timeout_ms, batch_max_retries)
+                          if self._stops or batch_timeout_ms is not None else None)
         self._window = SlidingWindow(window_ms if window_ms is not None else options.window_ms)
         self._ids = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
@@ -66,6 +77,9 @@ class Scheduler:
         self.cancelled = 0
         self._listeners = []  # called with each ended Task (Prometheus)
         self._submit_listeners = []  # called with each submitted Task (arrival counts)
+        if limiter is not None and self.lifecycle is not None:
+            raise ValueError("simlab.runtime.Scheduler: a shared limiter with batch timeouts or eviction is not "
+                             "supported; give one or the other")
         self.limiter = limiter
         if limiter is not None:
             limiter.attach(self)
@@ -91,21 +105,13 @@ class Scheduler:
         self._bind()
         task = Task(next(self._ids), kind, self._now())
         task.payload = self._loop.create_future()
-        for fn_ in self._submit_listeners:
-            fn_(task)
-        self._start(self.policy.submit(task))
+        for listener in self._submit_listeners:
+            listener(task)
+        self._start(self._policy_call(self.policy.submit, task))
+        if self.lifecycle is not None and not task.interactive:
+            return await self.lifecycle.run(task, fn, args, kwargs)
         if not task.payload.done():  # queued with the policy, or (with a limiter) waiting for a shared slot
-            try:
-                await task.payload
-            except asyncio.CancelledError:
-                if task.start_ms is None:  # still queued: withdraw it, it never runs
-                    self.policy.cancel(task)
-                    task.outcome = "cancelled"
-                    self.cancelled += 1
-                    self._rearm()
-                elif task.end_ms is None:  # started in the meantime: give the slot back
-                    self._end(task, "cancelled")
-                raise
+            await self._wait_start(task)
         outcome = "error"
         try:
             result = await fn(*args, **kwargs)
@@ -148,34 +154,62 @@ class Scheduler:
     def note_remote_completion(self, latency_ms: float) -> None:
         """An interactive completion served by another instance sharing the policy's window (the limiter's)."""
         self._bind()
-        self._start(self.policy.note_completion(latency_ms))
+        self._start(self._policy_call(self.policy.note_completion, latency_ms))
 
     # --- driving the policy ---------------------------------------------------------------------------------
+    async def _wait_start(self, task: Task) -> None:
+        """Until the policy starts `task`; if its caller is cancelled meanwhile, it never runs (or its slot is
+        given back, when it was started in the meantime)."""
+        try:
+            await task.payload
+        except asyncio.CancelledError:
+            self._withdraw(task)
+            raise
+
+    def _withdraw(self, task: Task) -> None:
+        if task.start_ms is None:  # still queued: withdraw it, it never runs
+            self.policy.cancel(task)
+            task.outcome = "cancelled"
+            self.cancelled += 1
+            self._rearm()
+        elif task.end_ms is None:  # started in the meantime: give the slot back
+            self._end(task, "cancelled")
+
+    def _policy_call(self, call, *args) -> list[Task]:
+        """A policy call; what the policy stops is stopped before anything it starts (policies/base.py)."""
+        started = call(*args)
+        if self._stops:
+            stops = self.policy.take_stops()
+            if stops:
+                self.lifecycle.stop(stops)
+        return started
+
     def _start(self, started: list[Task]) -> None:
         if started:
             now = self._now()
             todo = deque(started)
             while todo:
                 task = todo.popleft()
-                task.start_ms = now
+                task.start_ms = task.dispatch_ms = now
                 if task.payload.done():  # its caller gave up after the policy chose it: free the slot now
                     task.end_ms = now
                     task.outcome = "cancelled"
                     self.cancelled += 1
-                    todo.extend(self.policy.finish(task))
+                    todo.extend(self._policy_call(self.policy.finish, task))
                 elif self.limiter is not None:
                     self.limiter.admit(task)  # resolves the future once a shared slot is held
                 else:
                     task.payload.set_result(None)
         self._rearm()
 
-    def _end(self, task: Task, outcome: str) -> None:
+    def _end(self, task: Task, outcome: str, release: bool = True) -> None:
+        """`release=False`: the policy has its slot back already (a stop that came as the attempt ended)."""
         now = self._now()
         task.end_ms = now
         task.outcome = outcome
         if outcome == "ok":
             self.completed += 1
-        elif outcome == "error":
+        elif outcome in ("error", "timeout"):
             self.failed += 1
         else:
             self.cancelled += 1
@@ -185,7 +219,10 @@ class Scheduler:
             fn(task)
         if self.limiter is not None:
             self.limiter.release(task)
-        self._start(self.policy.finish(task))
+        if release:
+            self._start(self._policy_call(self.policy.finish, task))
+        else:
+            self._rearm()
 
     def _rearm(self) -> None:
         at = self.policy.next_check_ms()
@@ -207,7 +244,7 @@ class Scheduler:
         self._timer_at = None
         # The loop may run a timer up to its clock resolution early; a policy that finds nothing to do yet
         # asks for the same instant again and is woken once more.
-        self._start(self.policy.wake())
+        self._start(self._policy_call(self.policy.wake))
 
 
 __all__ = ["BATCH", "INTERACTIVE", "Scheduler", "Snapshot"]

@@ -21,7 +21,8 @@ from simlab.policies.base import BATCH, INTERACTIVE
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
 from simlab.world.events import NORMAL, URGENT, Fire, run_until
-from simlab.world.tasktable import Arrivals, Recorder, TaskTable
+from simlab.world.lifecycle import Lifecycle, workload_limits
+from simlab.world.tasktable import Arrivals, LifecycleRecorder, Recorder, TaskTable
 from simlab.world.workloads import ClosedLoopUser, open_loop_columns, stream, workload_keys
 
 BACKEND_STREAM = 1_000_000
@@ -54,6 +55,9 @@ class SimResult:
     end_ms: float
     options: dict = field(default_factory=dict)
     backend_stats: dict = field(default_factory=dict)
+    # batch lifecycle (simlab/world/lifecycle.py): timeouts, evictions, timeout_retries; empty when the run had
+    # no timeout, no eviction and no deadline
+    counters: dict = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[Task]:
@@ -70,16 +74,22 @@ class Engine:
         self.options = options
         self.seed = seed
         self.env = env = simpy.Environment()
-        self.policy = make_policy(options, lambda: env._now)
         self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
+        self.policy = make_policy(options, lambda: env._now, self.backend.observe)
+        limits, deadlines = workload_limits(scenario)
+        self._lifecycle = Lifecycle(self, limits) if limits or self.policy.may_stop() else None
         self._owned = workload is None  # drawn here: columns may be dropped when no longer needed
         if workload is None:
             workload = Arrivals.from_tasks(tasks) if tasks is not None else open_loop_columns(scenario, seed)
             if summary:
-                workload.source = workload.number = workload.ids = None  # names and ids: never read
+                workload.number = workload.ids = None  # names and ids: never read
+                if self._lifecycle is None and not deadlines:
+                    workload.source = None  # nor which workload a task came from
         self.workload = workload
         self.summary = summary
-        self.recorder = Recorder(workload, summary)
+        self._deadlines = deadlines
+        recorder = Recorder if self._lifecycle is None else LifecycleRecorder
+        self.recorder = recorder(workload, summary, deadlines)
         self._in_flight: dict[int, Task] = {}  # dispatched, not ended: recorded as unfinished if the run stops
         self._wake_at = None
         self._created = 0  # closed-loop tasks: with the open-loop ones, the event budget (max_tasks)
@@ -199,12 +209,12 @@ class Engine:
         if event._value != self._wake_at:
             return  # superseded
         self._wake_at = None
-        self._start(self.policy.wake())
+        self._start(self._wake_policy())
 
     def _start(self, started: list[Task]) -> None:
         if started:
             now = self.env._now
-            dispatch = self.backend.dispatch
+            dispatch = self._dispatch
             in_flight = self._in_flight
             for task in started:
                 task.dispatch_ms = now
@@ -236,7 +246,7 @@ class Engine:
             task = user.make_task(env.now)
             task.payload = done = env.event()
             task.index = self.recorder.add(task)
-            self._start(self.policy.submit(task))
+            self._start(self._submit(task))
             yield done
 
     def _check_budget(self, workload) -> None:
@@ -301,9 +311,11 @@ class Engine:
         # Every task timed, none by tokens: the common case, with no per-arrival checks.
         self._plain = self._tokens is None and self._service_ms is not None and not np.isnan(w.service_ms).any()
         self._may_wake = self.policy.may_wake()
-        self._submit, self._finish = self.policy.submit, self.policy.finish
+        self._submit, self._finish, self._wake_policy = self.policy.submit, self.policy.finish, self.policy.wake
         self._dispatch = self.backend.dispatch
         self._record = self.recorder.record
+        if self._lifecycle is not None:
+            self._lifecycle.install()  # rebinds _submit, _finish, _wake_policy, _dispatch before the closures
         arrive = self._arrive if not self._plain else self._plain_arrivals()
         own_done = self.backend.done == self._done  # not wrapped by a caller (tests hook it)
         if own_done:
@@ -333,6 +345,13 @@ class Engine:
             w = self.workload
             w.service_ms = w.prompt_tokens = w.output_tokens = None  # service draws: consumed
         self._submit = self._finish = self._dispatch = self._record = None  # no cycles through bound methods
+        self._wake_policy = None
+        counters = {}
+        if self._lifecycle is not None:
+            counters = self._lifecycle.counters()
+            self._lifecycle = None
+        elif self._deadlines:
+            counters = {"timeouts": 0, "evictions": 0, "timeout_retries": 0}
         series = np.array(self._rows, dtype=float).reshape(-1, len(SERIES_COLUMNS))
         stats = self.backend.stats() if hasattr(self.backend, "stats") else {}
         table = self.recorder.table()
@@ -347,6 +366,7 @@ class Engine:
             end_ms=env.now,
             options=self.options.to_json_dict(),
             backend_stats=stats,
+            counters=counters,
         )
 
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from simlab.policies.base import BATCH, INTERACTIVE, Task
 
-OUTCOMES = ("stranded", "ok", "failed", "unfinished")  # by code; 0 and 3 are told apart by dispatch_ms
+# by code; 0 and 3 are told apart by dispatch_ms; 4: stopped by its workload's timeout with no retry left
+OUTCOMES = ("stranded", "ok", "failed", "unfinished", "timeout")
 NAN = math.nan
 
 
@@ -76,11 +77,13 @@ class Recorder:
     column that no task set (time to first token, retries on most backends) stays None instead of n NaNs.
     """
 
-    def __init__(self, arrivals: Arrivals, summary: bool = False):
+    def __init__(self, arrivals: Arrivals, summary: bool = False, deadlines: dict[str, float] | None = None):
+        """`deadlines`: workload label -> deadline_ms, for the workloads that have one (a `deadline_ms` column)."""
         n = len(arrivals)
         self.arrivals = arrivals
         self.n_open = n
         self.summary = summary
+        self.deadlines = deadlines or None
         nans = array("d", [NAN])
         self.dispatch_ms = nans * n
         self.start_ms = nans * n
@@ -121,7 +124,8 @@ class Recorder:
         if task.cap_at_dispatch is not None and self.cap is not None:  # None: a summary-only run
             self.cap[i] = task.cap_at_dispatch
         outcome = task.outcome
-        self.outcome[i] = 1 if outcome == "ok" else 2 if outcome == "failed" else 3 if task.dispatch_ms is not None else 0
+        self.outcome[i] = (1 if outcome == "ok" else 2 if outcome == "failed" else 4 if outcome == "timeout"
+                           else 3 if task.dispatch_ms is not None else 0)
         if task.retries:
             self._retry(i, task.retries)
 
@@ -153,6 +157,10 @@ class Recorder:
             return np.concatenate([head, np.array([NAN if v is None else v for v in tail], dtype=dtype)])
 
         n = len(self)
+        source = a.source  # None in a summary-only run that needs no sources (dropped by the engine)
+        if extra and source is not None:
+            source = np.concatenate([a.source, np.array([code[s.source] for s in extra], dtype=np.int32)])
+        more = {"deadline_ms": self._deadline_column(source, labels), **self._lifecycle_columns()}
 
         def frombuf(buf, dtype, fill=None):
             if buf is None:  # a column no task set: None for a summary, else what it would have held
@@ -169,6 +177,7 @@ class Recorder:
                 "ttft_ms": frombuf(self.ttft_ms, np.float64),
                 "outcome": frombuf(self.outcome, np.int8),
                 "retries": frombuf(self.retries, np.int32),
+                **more,
             }
             return TaskTable(columns, labels, None, [])
         columns = {
@@ -184,12 +193,52 @@ class Recorder:
             "cap_at_dispatch": frombuf(self.cap, np.float64),
             "outcome": frombuf(self.outcome, np.int8),
             "retries": frombuf(self.retries, np.int32, 0),
+            **more,
         }
-        if extra:
-            columns["source"] = np.concatenate([a.source, np.array([code[s.source] for s in extra], dtype=np.int32)])
-        else:
-            columns["source"] = a.source
+        columns["source"] = source
         return TaskTable(columns, labels, a, [s.id for s in extra])
+
+    def _deadline_column(self, source, labels) -> np.ndarray | None:
+        """Each task's workload deadline_ms (NaN where it has none); None when no workload has one."""
+        if self.deadlines is None:
+            return None
+        by_code = np.array([self.deadlines.get(label, NAN) for label in labels] or [NAN], dtype=float)
+        return by_code[source] if len(source) else np.empty(0)
+
+    def _lifecycle_columns(self) -> dict:
+        return {"attempts": None, "wasted_tokens": None, "wasted_ms": None}
+
+
+class LifecycleRecorder(Recorder):
+    """A Recorder that also keeps each task's attempts and wasted work (runs with timeouts or eviction)."""
+
+    def __init__(self, arrivals: Arrivals, summary: bool = False, deadlines: dict[str, float] | None = None):
+        super().__init__(arrivals, summary, deadlines)
+        n = len(arrivals)
+        self.attempts = array("i", bytes(4 * n))
+        self.wasted_tokens = array("d", [0.0]) * n
+        self.wasted_ms = array("d", [0.0]) * n
+
+    def add(self, task: Task) -> int:
+        i = super().add(task)
+        self.attempts.append(0)
+        self.wasted_tokens.append(0.0)
+        self.wasted_ms.append(0.0)
+        return i
+
+    def record(self, task: Task) -> None:
+        super().record(task)
+        i = task.index
+        self.attempts[i] = task.attempts
+        self.wasted_tokens[i] = task.wasted_tokens
+        self.wasted_ms[i] = task.wasted_ms
+
+    def _lifecycle_columns(self) -> dict:
+        def col(buf, dtype):
+            return np.frombuffer(buf, dtype=dtype) if len(buf) else np.empty(0, dtype=dtype)
+
+        return {"attempts": col(self.attempts, np.int32), "wasted_tokens": col(self.wasted_tokens, np.float64),
+                "wasted_ms": col(self.wasted_ms, np.float64)}
 
 
 class _Static:
@@ -246,8 +295,11 @@ class TaskTable:
             p, o = _num(c["prompt_tokens"], i), _num(c["output_tokens"], i)
             t.prompt_tokens = None if p is None else int(p)
             t.output_tokens = None if o is None else int(o)
-            t.outcome = outcomes[i] if outcomes[i] in ("ok", "failed") else None
+            t.outcome = outcomes[i] if outcomes[i] in ("ok", "failed", "timeout") else None
             t.retries = int(c["retries"][i])
+            if c.get("attempts") is not None:
+                t.attempts = int(c["attempts"][i])
+                t.wasted_tokens, t.wasted_ms = float(c["wasted_tokens"][i]), float(c["wasted_ms"][i])
             out.append(t)
         return out
 

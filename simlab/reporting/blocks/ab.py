@@ -23,6 +23,10 @@ HEADLINE = [
     ("stranded", "stranded"),
 ]
 FAILURES = [("interactive_failed", "interactive failed"), ("batch_failed", "batch failed")]
+DEADLINE = [("batch_deadline_share", "batch by deadline %")]
+PERCENT = {"batch_deadline_share"}  # shares, shown as percentages
+STOPS = [("timeouts", "timeouts"), ("evictions", "evictions"), ("wasted_ms", "wasted ms"),
+         ("wasted_tokens", "wasted tokens")]
 COMPARED = [("interactive_p95_ms", "interactive P95 ms"), ("batch_throughput_per_min", "batch jobs/min"),
             ("batch_makespan_ms", "batch makespan ms")]
 CRITERIA = ["1. P95 not stuck above the SLO", "2. batch keeps moving", "3. concurrency within the cap"]
@@ -80,24 +84,59 @@ def verdict_cells(v: Verdict) -> list[Cell]:
 
 # --- tables -----------------------------------------------------------------------------------------------------
 
+def lifecycle_columns(r: AbRecord) -> list[tuple[str, str]]:
+    """The batch-lifecycle columns a reader needs: the deadline share where a workload has a deadline, and the
+    stopped work wherever anything was stopped."""
+    def any_run(metric, test):
+        return any(test(run.values.get(metric)) for run in r.runs)
+
+    cols = DEADLINE if any_run("batch_deadline_share", lambda v: v is not None and math.isfinite(v)) else []
+    if any_run("timeouts", bool) or any_run("evictions", bool):
+        cols = cols + STOPS
+    return cols
+
+
 def policy_table(r: AbRecord) -> Table:
     # Failed requests (e.g. 429s past the retry budget) change what the other columns mean: show them if any.
     failed = any(run.values.get("interactive_failed") or run.values.get("batch_failed") for run in r.runs)
-    cols = HEADLINE + (FAILURES if failed else [])
-    rows = [[Cell(p)] + [ci_cell(r.interval(p, m)) for m, _ in cols] for p in r.policies]
+    cols = HEADLINE + (FAILURES if failed else []) + lifecycle_columns(r)
+    rows = [[Cell(p)] + [ci_cell(_shown(m, r.interval(p, m))) for m, _ in cols] for p in r.policies]
     return Table(["policy"] + [label for _, label in cols], rows)
 
 
+def _shown(metric: str, i: Interval) -> Interval:
+    return Interval(i.mean * 100, i.ci_low * 100, i.ci_high * 100) if metric in PERCENT else i
+
+
+def lifecycle_text(r: AbRecord) -> str | None:
+    """What the lifecycle columns mean, when the table has them."""
+    cols = dict(lifecycle_columns(r))
+    if not cols:
+        return None
+    parts = []
+    if "batch_deadline_share" in cols:
+        parts.append("Batch by deadline: the share of the jobs of batch workloads with a deadline_ms that finished "
+                     "within it of their arrival (failed, timed-out and unfinished jobs count as missed).")
+    if "timeouts" in cols:
+        parts.append("Timeouts and evictions count stopped attempts (a timeout is retried up to max_retries, an "
+                     "evicted task is queued again at the front); wasted ms and tokens are the service time and the "
+                     "tokens (prompt once prefilled, plus output) those attempts had used.")
+    return " ".join(parts)
+
+
 def comparison_table(r: AbRecord) -> Table | None:
+    shown = dict(lifecycle_columns(r))
+    compared = COMPARED + [(m, label) for m, label in (("batch_deadline_share", "batch by deadline (share)"),
+                                                        ("wasted_ms", "wasted ms")) if m in shown]
     pairs: dict[tuple[str, str], dict[str, Comparison]] = {}
     for c in r.comparisons:
-        if c.metric in dict(COMPARED):
+        if c.metric in dict(compared):
             pairs.setdefault((c.candidate, c.baseline), {})[c.metric] = c
     if not pairs:
         return None
-    rows = [[Cell(f"{cand} vs {base}")] + [diff_cell(by.get(m)) for m, _ in COMPARED]
+    rows = [[Cell(f"{cand} vs {base}")] + [diff_cell(by.get(m)) for m, _ in compared]
             for (cand, base), by in pairs.items()]
-    return Table(["comparison"] + [label for _, label in COMPARED], rows)
+    return Table(["comparison"] + [label for _, label in compared], rows)
 
 
 def verdict_table(r: AbRecord) -> Table:
@@ -153,7 +192,9 @@ def verdict_blocks(r: AbRecord, level: int = 2) -> list:
 
 def ab_blocks(r: AbRecord, level: int = 2) -> list:
     """The A/B's tables and sentences; `level` is the heading level of its sections."""
-    blocks = [Paragraph(seeds_text(r)), policy_table(r), Paragraph(options_text(r), small=True),
+    life = lifecycle_text(r)
+    blocks = [Paragraph(seeds_text(r)), policy_table(r), *([Paragraph(life, small=True)] if life else []),
+              Paragraph(options_text(r), small=True),
               Heading(level, CRITERIA_HEADING), verdict_table(r), Paragraph(criteria_text(r), small=True)]
     comp = comparison_table(r)
     if comp is not None:

@@ -30,8 +30,12 @@ POLICY_COLORS = {
     "priority": "#0072B2",
     "static": "#CC79A7",  # not orange: orange and vermillion blur together on a projector
     "adaptive": "#009E73",
+    "holdback": "#56B4E9",  # the gateway gates (issue 23): the palette's sky blue, a brown, an olive
+    "aimd": "#8C564B",
+    "gradient2": "#999933",  # olive (Paul Tol): black would hide the black cap line
 }
-POLICY_MARKERS = {"unscheduled": "X", "fifo": "P", "priority": "s", "static": "D", "adaptive": "o"}
+POLICY_MARKERS = {"unscheduled": "X", "fifo": "P", "priority": "s", "static": "D", "adaptive": "o",
+                  "holdback": "^", "aimd": "v", "gradient2": "*"}
 MARKERS = ["o", "s", "D", "^", "v", "P", "X", "*"]
 INK = "#222222"  # reference lines (SLO, caps): near-black
 REF_GREY = "#555555"

@@ -52,6 +52,18 @@ class ApiBackend(Backend):
     def waiting(self) -> int:
         return self._backoff
 
+    def capacity(self) -> int:
+        return self.concurrency
+
+    def cancel(self, task) -> None:
+        """In service: the provider stops (its quota windows keep the charge: it was accepted). In backoff: the
+        retry never happens."""
+        if self._disarm(self._on_timeout, task):
+            self._busy -= 1
+            self._throw_away(task, self.env._now)
+        elif self._disarm(self._on_retry, task):
+            self._backoff -= 1
+
     def stats(self) -> dict:
         return {
             "rejections_429": self.rejections_429,

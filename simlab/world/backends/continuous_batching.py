@@ -82,6 +82,8 @@ class ContinuousBatchingBackend(Backend):
         self._pending_at = None  # time of the live SimPy timeout, if any (may be earlier than _next_at)
         self._gen = 0  # generation of the live timeout; older ones are no-ops
         self._holding = False  # inside a boundary's done() callbacks: dispatches only queue
+        self._leaving: list = []  # (boundary index, running entry) of stopped sequences still in the batch
+        self._finishing = ()  # inside a boundary's done() callbacks: the tasks ending there, in turn
         # statistics
         self._seq_iters = 0
         self._busy_ms = 0.0
@@ -145,7 +147,18 @@ class ContinuousBatchingBackend(Backend):
             elif self._next_idx != self._iter + 1:  # held back by the token budget: retry next boundary
                 self._set_event(self._iter + 1)
             return
-        # mid-span: the first boundary at or after now
+        idx, b = self._boundary_from(now)  # mid-span
+        if idx >= self._next_idx:
+            return  # the scheduled boundary comes first, or is this one: it admits the task
+        if b == now:  # a boundary right now: close the span here and start the next one
+            self._close(now, idx)
+            self._admit(now)
+            self._plan(now)
+        else:
+            self._set_event(idx)
+
+    def _boundary_from(self, now: float) -> tuple[int, float]:
+        """The current span's first boundary at or after `now`: (its index, its time)."""
         t1, d = self._t1, self._d
         if now <= t1:
             k, b = 0, t1
@@ -158,18 +171,79 @@ class ContinuousBatchingBackend(Backend):
             while k > 0 and t1 + (k - 1) * d >= now:
                 k -= 1
                 b = t1 + k * d
-        idx = self._iter + 1 + k
-        if idx >= self._next_idx:
-            return  # the scheduled boundary comes first, or is this one: it admits the task
-        if b == now:  # a boundary right now: close the span here and start the next one
-            self._close(now, idx)
-            self._admit(now)
-            self._plan(now)
-        else:
-            self._set_event(idx)
+        return self._iter + 1 + k, b
 
     def busy(self) -> int:
         return len(self._running)
+
+    def capacity(self) -> int:
+        return self.max_seqs
+
+    # --- stopping a request (timeouts, eviction) ------------------------------------------------------------
+    def cancel(self, task) -> None:
+        """Stop `task`. In the front end or the queue it has done nothing. A running sequence cannot leave an
+        iteration in progress: it leaves at the first boundary at or after now (at once when the iteration starts
+        now, or inside a boundary's done() callbacks), and the work it has done by then is thrown away: its prompt
+        once the prefill ran, one token per iteration since, and the time since admission."""
+        if self._request_ms and self._disarm(self._reach_engine, task):
+            self._in_front -= 1
+            return
+        try:
+            self._queue.remove(task)
+            return
+        except ValueError:
+            pass
+        entry = next((e for e in self._running if e[2] is task), None)
+        now = self.env._now
+        if entry is None:
+            if task in self._finishing:  # it ended at this boundary, unreported yet: all its work is thrown away
+                self._finishing[self._finishing.index(task)] = None
+                task.wasted_tokens += (task.prompt_tokens or 0) + (task.output_tokens or 1)
+                task.wasted_ms += now - task.start_ms
+            return
+        out = task.output_tokens or 1
+        admitted = entry[0] - (out if out > 1 else 1) + 1  # the iteration of its prefill
+        at_once = self._holding or now == self._t0  # the iteration starting now has done nothing yet
+        leave, at = (self._iter, now) if at_once else self._boundary_from(now)
+        if leave > admitted:
+            task.wasted_tokens += (task.prompt_tokens or 0) + leave - admitted
+        task.wasted_ms += at - task.start_ms
+        if not at_once:
+            self._leaving.append((leave, entry))
+            if leave < self._next_idx:
+                self._set_event(leave)
+            return
+        self._remove(entry)
+        if task in self._prefill:  # admitted into the iteration that starts now: its prefill never runs
+            self._prefill.remove(task)
+            prompt = task.prompt_tokens or 0
+            self._prefill_tokens -= prompt
+            self._prefill_total -= prompt
+        if self._holding:
+            return  # the boundary admits and plans after its callbacks
+        if self._running or self._queue:
+            self._admit(now)
+            self._plan(now)
+        else:
+            self._active = False
+            self._next_idx = -1
+            self._gen += 1  # the pending boundary is no longer one
+            self._pending_at = None
+
+    def _remove(self, entry) -> None:
+        running = self._running
+        running.remove(entry)
+        heapq.heapify(running)
+
+    def _drop_leaving(self, idx: int) -> None:
+        """At boundary `idx`: the stopped sequences that leave here leave the batch."""
+        keep = []
+        for leave, entry in self._leaving:
+            if leave <= idx:
+                self._remove(entry)
+            else:
+                keep.append((leave, entry))
+        self._leaving = keep
 
     def waiting(self) -> int:
         return len(self._queue) + self._in_front
@@ -269,6 +343,8 @@ class ContinuousBatchingBackend(Backend):
         now = self.env._now
         idx = self._next_idx
         self._close(now, idx)
+        if self._leaving:
+            self._drop_leaving(idx)
         running = self._running
         last = idx - 1
         if running and running[0][0] <= last:
@@ -278,11 +354,14 @@ class ContinuousBatchingBackend(Backend):
                 task.outcome = "ok"
                 finished.append(task)
             self._holding = True
+            self._finishing = finished
             try:
                 for task in finished:
-                    self.done(task)
+                    if task is not None:  # None: stopped by a callback before its own turn came
+                        self.done(task)
             finally:
                 self._holding = False
+                self._finishing = ()
         if running or self._queue:
             self._admit(now)
             self._plan(now)

@@ -22,3 +22,8 @@ class DelayBackend(Backend):
 
     def busy(self) -> int:
         return self._busy
+
+    def cancel(self, task) -> None:
+        if self._disarm(self._on_timeout, task):
+            self._busy -= 1
+            self._throw_away(task, self.env._now)

@@ -53,3 +53,21 @@ class SlotsBackend(Backend):
 
     def waiting(self) -> int:
         return len(self._queue)
+
+    def capacity(self) -> int:
+        return self.slots
+
+    def cancel(self, task) -> None:
+        if self._disarm(self._on_timeout, task):
+            now = self.env._now
+            service = task.service_ms if task.service_ms is not None else self.service_ms(task)
+            self.busy_ms -= task.start_ms + service - now  # the part never served
+            self._busy -= 1
+            self._throw_away(task, now)
+            if self._queue:
+                self._start(self._queue.popleft())
+        else:
+            try:
+                self._queue.remove(task)  # still waiting for a slot: nothing done, nothing lost
+            except ValueError:
+                pass
