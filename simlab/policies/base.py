@@ -9,6 +9,7 @@ Policies read time only through the injected `clock` (milliseconds).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 INTERACTIVE = "interactive"
@@ -38,6 +39,8 @@ class Task:
         "retries",
         "source",
         "index",
+        "wasted_tokens",
+        "wasted_ms",
     )
 
     def __init__(self, id, kind: str, arrival_ms: float, service_ms: float | None = 0.0, payload=None, index=None):
@@ -59,12 +62,26 @@ class Task:
         self.retries = 0
         self.source = None  # the workload that made it
         self.index = index  # the task's row in a run's records (the engine's; None elsewhere)
+        self.wasted_tokens = 0  # work a backend threw away: cancelled, or preempted and recomputed
+        self.wasted_ms = 0.0
 
     def __repr__(self) -> str:
         return f"Task({self.id!r}, {self.kind}, arrival={self.arrival_ms})"
 
 
 Clock = Callable[[], float]
+
+
+@dataclass(slots=True)
+class Observation:
+    """What a backend reports of its own load (`Backend.observe()`): sequences in service, requests queued
+    inside it, its concurrency limit, and its KV cache (fraction in use, capacity) where it has one."""
+
+    busy: int
+    waiting: int
+    capacity: int | None
+    kv_used: float | None
+    kv_capacity_tokens: int | None
 
 
 class Policy:
