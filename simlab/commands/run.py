@@ -19,7 +19,7 @@ def main(args) -> int:
     capacity_check(scenario)
 
     from simlab.atomic import atomic_write_text
-    from simlab.experiments.metrics import SUMMARY_COLUMNS
+    from simlab.experiments.metrics import summary_columns
     from simlab.experiments.runner import Job, run_jobs
     from simlab.experiments.tables import csv_text, fmt_num, text_table
 
@@ -29,7 +29,7 @@ def main(args) -> int:
             for s in seeds(args, scenario, default_replications=1)]
     rows = run_jobs(scenario, jobs, out, positive(args.workers, "--workers"), progress=not args.quiet,
                     scheduler=args.scheduler_address)
-    atomic_write_text(out / "summary.csv", csv_text(rows, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(rows, summary_columns(rows)))
     cols = ["seed", "interactive_p50_ms", "interactive_p95_ms", "interactive_p99_ms", "batch_completed",
             "batch_throughput_per_min", "max_in_flight", "stranded"]
     print(text_table(cols, [[str(r[c]) if c == "seed" else fmt_num(r[c]) for c in cols] for r in rows]))

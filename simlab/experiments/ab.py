@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from simlab.atomic import atomic_write_text
-from simlab.experiments.metrics import SUMMARY_COLUMNS
+from simlab.experiments.metrics import SUMMARY_COLUMNS, summary_columns
 from simlab.experiments.runner import Job, run_jobs
 from simlab.experiments.stats import intervals_overlap, mean_ci, paired
 from simlab.experiments.tables import csv_text
@@ -29,6 +29,11 @@ COMPARED = {
     "max_in_flight": "lower",
 }
 AGGREGATED = [c for c in SUMMARY_COLUMNS if c not in ("policy", "seed")]
+
+
+def aggregated(rows) -> list[str]:
+    """The metrics of these rows: AGGREGATED, and the engine's columns when its runs report them."""
+    return [c for c in summary_columns(rows) if c not in ("policy", "seed")]
 NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
 
 # kept for callers of the old name: the A/B result is the AbRecord
@@ -80,10 +85,10 @@ def finish(record: AbRecord, out: Path, figures: bool = False) -> None:
 
 
 def aggregate_rows(rows: list[dict], labels) -> list[PolicyAggregate]:
-    out = []
+    out, metrics = [], aggregated(rows)
     for p in labels:
         mine = [r for r in rows if r["policy"] == p]
-        out.append(PolicyAggregate(p, len(mine), {m: Interval.of(mean_ci([r[m] for r in mine])) for m in AGGREGATED}))
+        out.append(PolicyAggregate(p, len(mine), {m: Interval.of(mean_ci([r[m] for r in mine])) for m in metrics}))
     return out
 
 
@@ -116,7 +121,7 @@ def build_record(scenario: Scenario, options: SchedulerOptions, policies, seeds,
 
 
 def _run(row: dict) -> RunMetrics:
-    return RunMetrics(row["policy"], int(row["seed"]), {c: row.get(c) for c in AGGREGATED})
+    return RunMetrics(row["policy"], int(row["seed"]), {c: row.get(c) for c in aggregated([row])})
 
 
 def compare(rows, policies, baseline, aggregate) -> list[Comparison]:
@@ -184,15 +189,15 @@ def write_outputs(record: AbRecord, out: Path) -> None:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "summary.csv", csv_text(record.rows, SUMMARY_COLUMNS))
+    atomic_write_text(out / "summary.csv", csv_text(record.rows, summary_columns(record.rows)))
     if record.bound_runs:
-        atomic_write_text(out / "bounds.csv", csv_text(record.bounds, SUMMARY_COLUMNS))
-    agg_rows, agg_cols = [], ["policy", "n"]
-    for m in AGGREGATED:
+        atomic_write_text(out / "bounds.csv", csv_text(record.bounds, summary_columns(record.bounds)))
+    agg_rows, agg_cols, metrics = [], ["policy", "n"], aggregated(record.rows)
+    for m in metrics:
         agg_cols += [f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high"]
     for a in record.aggregates:
         row = {"policy": a.policy, "n": len(record.seeds)}
-        for m in AGGREGATED:
+        for m in metrics:
             i = a.metrics[m]
             row[f"{m}_mean"], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = i.mean, i.ci_low, i.ci_high
         agg_rows.append(row)

@@ -34,6 +34,14 @@ SUMMARY_COLUMNS = (
     "interactive_ttft_p95_ms",
     "retries",
 )
+# Columns of a continuous-batching engine with a KV cache or engine scheduling (world/backends/kv_batching.py),
+# present only in its runs: every other scenario's tables keep their columns.
+ENGINE_COLUMNS = ("preemptions", "recomputed_tokens", "kv_use_mean", "kv_use_peak")
+
+
+def summary_columns(rows) -> tuple[str, ...]:
+    """The summary columns of these rows: SUMMARY_COLUMNS, and ENGINE_COLUMNS when a run reports them."""
+    return SUMMARY_COLUMNS + ENGINE_COLUMNS if any(ENGINE_COLUMNS[0] in r for r in rows) else SUMMARY_COLUMNS
 
 
 def task_arrays(result: SimResult) -> dict[str, np.ndarray]:
@@ -258,4 +266,7 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     del lat_i, done_i
     take("dispatch_ms"), take("end_ms")
     row["max_in_flight"] = max_concurrent(dispatch, end, in_place=consume)
+    stats = result.backend_stats
+    if ENGINE_COLUMNS[0] in stats:  # no KV cache: its two columns are NaN
+        row.update({c: math.nan if stats[c] is None else stats[c] for c in ENGINE_COLUMNS})
     return row
