@@ -209,10 +209,10 @@ class Harness:
         def checked_plan(now):
             plan(now)
             if b._kv:
-                held = sum(-(-(s.prefill + b._iter - s.start) // b._block) for s in b._members)
+                held = sum(-(-(s.prefill + b._iter - s.start) // b._block) for _, _, s, _ in b._ends)
                 assert b._used == held <= b._blocks, (b._used, held, b._blocks)
                 self.max_used = max(self.max_used, b._used)
-            assert len(b._members) <= b.max_seqs
+            assert b._n == len(b._ends) <= b.max_seqs and all(s.running for _, _, s, _ in b._ends)
 
         b._plan = checked_plan
 
@@ -279,7 +279,7 @@ def check_against_naive(h: Harness, cfg, step_fn, cancels=None):
     if b._kv:
         assert b._kv_peak == stats["kv_peak"] and s["kv_use_peak"] == stats["kv_peak"] / b._blocks
         assert s["kv_use_mean"] * b._blocks * s["busy_ms"] == pytest.approx(stats["kv_area"], rel=1e-9, abs=1e-6)
-    assert b.busy() == 0 and b.waiting() == 0 and b._used == 0 and not b._seqs
+    assert b.busy() == 0 and b.waiting() == 0 and b._used == 0 and not b._ends
 
 
 # --- hand-computed cases ----------------------------------------------------------------------------
@@ -569,14 +569,16 @@ def test_engine_runs_every_task_once_and_matches_naive(policy, world):
     backend.dispatch = lambda t: (recorded.append((engine.env.now, t)), dispatch(t))
     done = engine._done
     backend.done = lambda t: (ends.append(t), done(t))
-    start = backend._start
+    admit = backend._admit_waiting
 
-    def checked_start(seq, idx, now, tokens):  # priority: no batch request starts while an interactive one waits
-        if backend._priority and seq.priority:
+    def checked_admit(idx, now):  # priority: no batch request starts while an interactive one waits
+        before = len(backend._prefill)
+        changed = admit(idx, now)
+        if backend._priority and any(s.priority for s in backend._prefill[before:]):
             assert not any(e[2].priority == 0 for e in backend._waiting), "batch admitted over a waiting interactive"
-        start(seq, idx, now, tokens)
+        return changed
 
-    backend._start = checked_start
+    backend._admit_waiting = checked_admit
     result = engine.run()
     assert len(ends) == len(recorded) == len(result.tasks) == len({id(t) for t in ends})
     assert all(t.outcome == "ok" and t.start_ms >= t.dispatch_ms for t in result.tasks)

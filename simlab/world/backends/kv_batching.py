@@ -71,7 +71,10 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from collections import deque
+from itertools import accumulate
+from operator import attrgetter, itemgetter
 
 from simlab.policies.base import Observation
 from simlab.world.backends.continuous_batching import ContinuousBatchingBackend
@@ -81,32 +84,42 @@ LATE = NORMAL + 1  # a boundary runs after every other event of its instant
 INTERACTIVE_PRIORITY, BATCH_PRIORITY = 0, 1  # vLLM: the lower value is served first
 
 
+
 class _Seq:
     """One request inside the engine, kept across preemptions. A life: from an admission at step `start`
-    (prefilling `prefill` tokens) to its end; `generated`: tokens generated before this life."""
+    (prefilling `prefill` tokens) to its end. Filled in at arrival (`_join`) and at each admission (`_start`);
+    reused once the request has left (a pool: no allocation per request)."""
 
-    __slots__ = ("task", "priority", "no", "prompt", "output", "generated", "prefill", "start", "last", "phase",
-                 "since", "admission", "cancelled")
+    __slots__ = (
+        "task",
+        "priority",  # 0 interactive, 1 batch
+        "no",  # order of arrival at the engine
+        "prompt",
+        "output",
+        "generated",  # tokens generated before this life
+        "running",
+        "cancelled",
+        "prefill",  # tokens prefilled at this life's admission
+        "start",  # the step of that admission
+        "last",  # the step that gives its last token (this life)
+        "phase",  # it needs a new block at the steps k with k % kv_block_tokens == phase
+        "since",  # when this life began (ms)
+        "admission",  # admission number of this life: the order of vLLM's `self.running`
+        "rank",  # vLLM's victim order, (priority, arrival) as one number: the largest is preempted first
+    )
 
-    def __init__(self, task, no: int):
-        self.task = task
-        self.priority = INTERACTIVE_PRIORITY if task.interactive else BATCH_PRIORITY
-        self.no = no  # order of arrival at the engine
-        self.prompt = task.prompt_tokens or 0
-        out = task.output_tokens or 1
-        self.output = out if out > 1 else 1
-        self.generated = 0
-        self.prefill = 0
-        self.start = 0
-        self.last = 0  # the step that gives its last token (this life)
-        self.phase = 0  # it needs a new block at the steps k with k % block == phase
-        self.since = 0.0  # when this life began (ms)
-        self.admission = 0  # admission number of this life: the order of `self.running` in vLLM
-        self.cancelled = False
+
+RANK_OF_PRIORITY = 1 << 48  # rank = priority * RANK_OF_PRIORITY + arrival number
+_rank = attrgetter("rank")
+_entry_rank = itemgetter(3)  # `_ends` entries: (last step, admission, seq, rank)
 
 
 class KvBatchingBackend(ContinuousBatchingBackend):
     name = "continuous-batching"
+    # slots for this class's own state: faster to read and write than entries of an instance dict this large
+    __slots__ = ("_arrivals", "_block", "_blocks", "_cancelled_tokens", "_counts", "_ends", "_finishing", "_front",
+                 "_kv", "_kv_area", "_kv_peak", "_low", "_n", "_n_first", "_no_admit", "_preemptions", "_priority",
+                 "_recomputed", "_rejected", "_rejections", "_seq_pool", "_seqs_preempt", "_used", "_waiting")
 
     def __init__(self, env, done, config, rng):
         super().__init__(env, done, config, rng)
@@ -117,15 +130,15 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         self._priority = config.scheduling == "priority"
         self._seqs_preempt = self._priority and config.preempt_on == "kv-or-seqs"
         self._waiting: deque | list = [] if self._priority else deque()  # priority: a heap of (priority, no, seq)
-        self._members: dict = {}  # running, in admission order (vLLM's self.running)
-        self._ends: list = []  # heap of (last step, admission, seq)
-        self._counts = [0] * self._block  # running requests by phase
+        self._ends: list = []  # the running requests: a heap of (last step, admission, seq, rank)
+        self._n = 0  # running requests
+        self._counts = [0] * (2 * self._block)  # running requests by phase, twice over: counts[s:s + b] is a round
         self._used = 0  # blocks in use at the span's first step (after its allocations)
         self._low = 0  # running batch requests (what kv-or-seqs may preempt for an interactive one)
-        self._seqs: dict = {}  # task -> its _Seq, while in the engine
         self._front: set = set()  # dispatched, in the front end (request_ms)
         self._rejected: set = set()  # too large for the cache: failed at the next instant
-        self._finishing: dict = {}  # task -> seq, ending at the boundary being processed
+        self._finishing: list | tuple = ()  # requests ending at the boundary being processed, done() not called yet
+        self._seq_pool: list = []  # _Seq objects of requests that left, for reuse
         self._arrivals = 0
         self._n_first = 0  # requests scheduled in the span's first step
         self._no_admit = -1  # a step whose scheduling preempted: it admits nothing
@@ -156,53 +169,68 @@ class KvBatchingBackend(ContinuousBatchingBackend):
             self._join(task)
 
     def busy(self) -> int:
-        return len(self._members)
+        return self._n
 
     def waiting(self) -> int:
         return len(self._waiting) + self._in_front
 
     def observe(self) -> Observation:
         if not self._kv:
-            return Observation(len(self._members), self.waiting(), self.max_seqs, None, None)
+            return Observation(self._n, self.waiting(), self.max_seqs, None, None)
         used = self._used
-        if self._members and not self._holding:  # inside a span: what its steps so far have taken
+        if self._n and not self._holding:  # inside a span: what its steps so far have taken
             used += self._crossings(self._step_now() - self._iter)
-        return Observation(len(self._members), self.waiting(), self.max_seqs, used / self._blocks,
-                           self._blocks * self._block)
+        return Observation(self._n, self.waiting(), self.max_seqs, used / self._blocks, self._blocks * self._block)
 
     def cancel(self, task) -> None:
         """Stop serving `task` now; `done(task)` is never called for it afterwards."""
-        seq = self._seqs.pop(task, None)
-        if seq is None:
-            if task in self._front:
-                self._front.remove(task)
-                self._in_front -= 1
-            self._rejected.discard(task)
-            seq = self._finishing.pop(task, None)  # ending at this boundary, its done() not called yet
-            if seq is not None:
-                self._waste(seq, seq.last)
+        if task in self._front:
+            self._front.remove(task)
+            self._in_front -= 1
             return
-        if seq in self._members:
+        if task in self._rejected:
+            self._rejected.remove(task)
+            return
+        for seq in self._finishing:  # ending at this boundary, its done() not called yet
+            if seq.task is task and not seq.cancelled:
+                seq.cancelled = True
+                self._waste(seq, seq.last)
+                return
+        entry = next((e for e in self._ends if e[2].task is task), None)
+        if entry is not None:
+            seq = entry[2]
+            if seq.cancelled:
+                return
+            seq.cancelled = True
             if self._holding:  # between two steps (a boundary's done() callbacks): it leaves before the next
                 c = seq.last = self._iter - 1
                 self._waste(seq, c)
-                seq.cancelled = True
                 self._leave(seq)
-                self._rebuild_ends()
+                self._ends.remove(entry)
+                heapq.heapify(self._ends)
                 return
             c = self._step_now()  # the step in progress: it finishes with the request in it
             self._waste(seq, c)
-            seq.cancelled = True
             if seq.last > c:
                 seq.last = c
-                self._rebuild_ends()
+                self._rebuild_ends([e[2] for e in self._ends])
             if c + 1 < self._next_idx:
                 self._set_event(c + 1)
             return
-        head = self._head() is seq
-        self._remove_waiting(seq)
-        if head and self._waiting and not self._holding:
-            self._head_changed(self.env._now)
+        waiting = self._waiting
+        for i, item in enumerate(waiting):
+            seq = item[2] if self._priority else item
+            if seq.task is task:
+                head = i == 0
+                if self._priority:
+                    waiting[i] = waiting[-1]
+                    waiting.pop()
+                    heapq.heapify(waiting)
+                else:
+                    del waiting[i]
+                if head and waiting and not self._holding:
+                    self._head_changed(self.env._now)
+                return
 
     def _waste(self, seq, c: int) -> None:
         """A cancelled running request's computed tokens (steps up to `c` included) and time, thrown away."""
@@ -227,27 +255,56 @@ class KvBatchingBackend(ContinuousBatchingBackend):
 
     # --- arrival at the engine -----------------------------------------------------------------------
     def _join(self, task) -> None:
-        seq = _Seq(task, self._arrivals)
-        self._arrivals += 1
-        if self._kv and -(-(seq.prompt + seq.output - 1) // self._block) > self._blocks:
+        prompt, output = task.prompt_tokens or 0, task.output_tokens or 1
+        if output < 1:
+            output = 1
+        if self._kv and -(-(prompt + output - 1) // self._block) > self._blocks:
             self._rejected.add(task)
             fire_at(self.env, self.env._now, self._reject, task)
             return
-        self._seqs[task] = seq
+        pool = self._seq_pool
+        seq = pool.pop() if pool else _Seq()
+        seq.task = task
+        seq.priority = INTERACTIVE_PRIORITY if task.interactive else BATCH_PRIORITY
+        seq.no = no = self._arrivals
+        seq.rank = seq.priority * RANK_OF_PRIORITY + no
+        self._arrivals += 1
+        seq.prompt = prompt
+        seq.output = output
+        seq.generated = 0
+        seq.running = seq.cancelled = False
+        waiting = self._waiting
         if self._priority:
-            heapq.heappush(self._waiting, (seq.priority, seq.no, seq))
-            head = self._waiting[0][2] is seq
+            heapq.heappush(waiting, (seq.priority, seq.no, seq))
+            head = waiting[0][2] is seq
         else:
-            self._waiting.append(seq)
-            head = len(self._waiting) == 1
-        if self._holding:
-            return  # inside a boundary's done() callbacks: that boundary schedules it
+            waiting.append(seq)
+            head = len(waiting) == 1
+        if self._holding or not head:
+            return  # inside a boundary's done() callbacks (that boundary schedules it), or behind the head
+        now = self.env._now
         if not self._active:  # idle: a step starts now, after every other event of this instant
             self._active = True
-            self._set_stop(self._iter, self.env._now)
-            return
-        if head:
-            self._head_changed(self.env._now)
+            self._set_stop(self._iter, now)
+        elif self._n and now != self._t0:  # mid-span: stop at the next boundary if it can be admitted there
+            t1, d = self._t1, self._d  # the first boundary at or after now (`_boundary_at_or_after`)
+            if now <= t1:
+                k = 0
+            else:
+                k = math.ceil((now - t1) / d)
+                while t1 + k * d < now:
+                    k += 1
+                while k > 0 and t1 + (k - 1) * d >= now:
+                    k -= 1
+            idx = self._iter + 1 + k
+            if idx < self._next_idx:
+                if self._n < self.max_seqs and (not self._kv or -(-prompt // self._block) + self._n * (k // self._block + 1)
+                                                <= self._blocks - self._used):
+                    self._set_event(idx)  # a seat, and blocks even if every running request took one each step
+                elif self._head_admissible(idx):
+                    self._set_event(idx)
+        else:
+            self._head_changed(now)
 
     def _reject(self, event) -> None:
         task = event._value
@@ -259,11 +316,11 @@ class KvBatchingBackend(ContinuousBatchingBackend):
 
     def _head_changed(self, now: float) -> None:
         """The head of the waiting queue is new: stop at the first boundary where it could be admitted."""
-        if not self._members:
+        if not self._n:
             return  # a step starts at this instant and will see it
         if now == self._t0:  # the span's first step starts now: admit into it as well
             if self._no_admit != self._iter and self._admit_waiting(self._iter, now):
-                self._n_first = len(self._members)
+                self._n_first = self._n
                 self._plan(now)
             elif self._iter + 1 < self._next_idx and self._head_admissible(self._iter + 1):
                 self._set_event(self._iter + 1)  # held back by the token budget: the next boundary
@@ -298,41 +355,21 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         """New blocks the span's running requests take in its steps 1..j (after the first)."""
         if j <= 0 or not self._kv:
             return 0
-        q, t = divmod(j - 1, self._block)
-        counts, b, base = self._counts, self._block, self._iter + 1
-        acc = len(self._members) * q
-        for u in range(t + 1):
-            acc += counts[(base + u) % b]
-        return acc
+        b = self._block
+        s = (self._iter + 1) % b  # the phase of the span's step 1
+        q, t = divmod(j - 1, b)
+        return self._n * q + sum(self._counts[s:s + t + 1])
 
     def _dry_step(self, before: int) -> int:
         """The first step of the span (before `before`) at which the pool has no block for a running request
         that needs one, or `before`."""
-        n = len(self._members)
-        if not self._kv or not n:
-            return before
-        spare = self._blocks - self._used
-        q, s = divmod(spare, n)
+        q, spare = divmod(self._blocks - self._used, self._n)
         b = self._block
         if self._iter + q * b + 1 >= before:
             return before  # q full rounds of new blocks fit: the pool lasts past `before`
-        counts, base, acc = self._counts, self._iter + 1, 0
-        for t in range(b):
-            acc += counts[(base + t) % b]
-            if acc > s:
-                step = self._iter + q * b + t + 1
-                return step if step < before else before
-        return before  # unreachable: one round takes n blocks
-
-    def _kv_area_of_span(self, j: int) -> int:
-        """Block-steps of steps 1..j of the span beyond `_used` each (the sum of `_crossings` over 1..j)."""
-        counts, b, base, area = self._counts, self._block, self._iter + 1, 0
-        for o in range(b):
-            c = counts[(base + o) % b]
-            if c and j > o:
-                m = (j - 1 - o) // b + 1  # crossings of this phase in steps 1..j, at o + 1 + i * b
-                area += c * (m * (j - o) - b * m * (m - 1) // 2)
-        return area
+        s = (self._iter + 1) % b
+        step = self._iter + q * b + bisect_right(list(accumulate(self._counts[s:s + b])), spare) + 1
+        return step if step < before else before
 
     def _head(self):
         w = self._waiting
@@ -347,16 +384,23 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         head = self._head()
         if head is None:
             return False
-        free = self._blocks - self._used - self._crossings(idx - self._iter)
-        if len(self._members) >= self.max_seqs:
+        if self._n >= self.max_seqs:
             if not (self._seqs_preempt and head.priority < BATCH_PRIORITY and self._low > 0):
                 return False
             if not self._kv:
                 return True
-            victim = max(self._members, key=_rank)
+            victim = max(self._ends, key=_entry_rank)[2]
+            free = self._blocks - self._used - self._crossings(idx - self._iter)
             free += -(-(victim.prefill + idx - victim.start) // self._block)
         elif not self._kv:
             return True
+        else:
+            free = self._blocks - self._used
+            need = -(-(head.prompt + head.generated) // self._block)
+            if free - self._n * -(-(idx - self._iter) // self._block) >= need:
+                return True  # room even if every running request took a block each step of the way
+            free -= self._crossings(idx - self._iter)
+            return need <= free
         return -(-(head.prompt + head.generated) // self._block) <= free
 
     # --- boundaries ------------------------------------------------------------------------------------
@@ -382,29 +426,49 @@ class KvBatchingBackend(ContinuousBatchingBackend):
             return
         now = self.env._now
         idx = self._next_idx
-        if self._members:
+        if self._n:
             self._close(now, idx)
         else:
             self._t0 = now  # idle until now: the first step starts here
-        ends, last, finishing = self._ends, idx - 1, self._finishing
-        while ends and ends[0][0] <= last:
-            seq = heapq.heappop(ends)[2]
-            self._leave(seq)
-            if not seq.cancelled:
-                seq.task.outcome = "ok"
-                finishing[seq.task] = seq
-        if finishing:
+        ends = self._ends
+        if ends and ends[0][0] < idx:
+            finishing = self._finishing = []
+            counts, b, kv, freed, low = self._counts, self._block, self._kv, 0, 0
+            while ends and ends[0][0] < idx:  # `_leave`, written out: the common case of a step
+                seq = heapq.heappop(ends)[2]
+                seq.running = False
+                low += seq.priority
+                if kv:
+                    ph = seq.phase
+                    counts[ph] -= 1
+                    counts[ph + b] -= 1
+                    freed += -(-(seq.prefill + seq.last - seq.start) // b)
+                finishing.append(seq)
+            self._n -= len(finishing)
+            self._low -= low
+            self._used -= freed
             self._holding = True
             try:
-                while finishing:  # in admission order (the heap's); a done() may cancel one still to come
-                    task = next(iter(finishing))
-                    del finishing[task]
-                    self.done(task)
+                done = self.done
+                for seq in finishing:  # a done() may cancel one still to come: it is then skipped
+                    if not seq.cancelled:
+                        task = seq.task
+                        task.outcome = "ok"
+                        done(task)
             finally:
                 self._holding = False
-                finishing.clear()
-        if self._members or self._waiting:
-            self._schedule(idx, now)
+                self._finishing = ()
+            self._seq_pool += finishing
+        if self._n or self._waiting:
+            if self._kv and self._used + self._counts[idx % self._block] > self._blocks:
+                self._schedule(idx, now)  # the pool runs dry: preemptions
+            else:  # `_schedule` when every running request gets the block it needs, written out
+                if self._kv:
+                    self._used += self._counts[idx % self._block]
+                self._no_admit = -1
+                if self._waiting:
+                    self._admit_waiting(idx, now)
+                self._n_first = self._n
             self._plan(now)
         else:
             self._active = False
@@ -413,17 +477,45 @@ class KvBatchingBackend(ContinuousBatchingBackend):
     def _close(self, now: float, idx: int) -> None:
         """End the current span at boundary `idx` (now): count its steps, bring `_used` to step idx - 1."""
         j = idx - 1 - self._iter  # steps after the first
-        n = len(self._members)
+        n = self._n
+        span = now - self._t0
         self._seq_iters += self._n_first + n * j
-        self._busy_ms += now - self._t0
+        self._busy_ms += span
         if self._kv:
-            if j > 0:
-                self._kv_area += self._used * (now - self._t0) + self._d * self._kv_area_of_span(j)
-                self._used += self._crossings(j)
-            else:
-                self._kv_area += self._used * (now - self._t0)
-            if self._used > self._kv_peak:
-                self._kv_peak = self._used
+            # Blocks in use: `_used` in the first step, plus those taken in steps 1..j after it. Steps 1..b
+            # take the counts of the phases from the one of step 1 on (p: blocks taken by then); each further
+            # round of b steps takes one block per running request. `extra`: the sum over steps 1..j of the
+            # blocks taken by each.
+            used = self._used
+            area = used * span
+            if j:
+                b = self._block
+                s = (idx - j) % b  # the phase of step 1
+                p = extra = 0
+                if j < b:  # the common case: a span shorter than a block
+                    for c in self._counts[s:s + j]:
+                        p += c
+                        extra += p
+                    taken = p
+                else:
+                    q, r = divmod(j, b)
+                    t = (j - 1) % b
+                    whole = part = taken = 0
+                    for v, c in enumerate(self._counts[s:s + b]):
+                        p += c
+                        whole += p
+                        if v < r:
+                            part += p
+                        if v == t:
+                            taken = p
+                    taken += n * ((j - 1) // b)
+                    extra = n * b * q * (q - 1) // 2 + n * q * r + q * whole + part
+                area += self._d * extra
+                used += taken
+            self._used = used
+            self._kv_area += area
+            if used > self._kv_peak:
+                self._kv_peak = used
         self._iter = idx
         self._t0 = now
         if self._prefill:
@@ -431,134 +523,136 @@ class KvBatchingBackend(ContinuousBatchingBackend):
             self._prefill_tokens = 0
 
     def _leave(self, seq) -> None:
-        """A running request leaves after its step `seq.last` (finished, or cancelled): free its blocks."""
-        del self._members[seq]
-        self._seqs.pop(seq.task, None)
+        """A running request leaves after its step `seq.last` (finished, or cancelled): free its blocks. The
+        caller takes it out of `_ends`."""
+        seq.running = False
+        self._n -= 1
         if seq.priority:
             self._low -= 1
         if self._kv:
-            self._counts[seq.phase] -= 1
-            self._used -= -(-(seq.prefill + seq.last - seq.start) // self._block)
+            counts, ph, b = self._counts, seq.phase, self._block
+            counts[ph] -= 1
+            counts[ph + b] -= 1
+            self._used -= -(-(seq.prefill + seq.last - seq.start) // b)
 
     # --- one step's scheduling ---------------------------------------------------------------------------
     def _schedule(self, idx: int, now: float) -> None:
         """Schedule step `idx` (it starts now): the running requests, then the waiting queue."""
-        rebuild = False
-        while True:
-            skipped = None
-            demand = self._counts[idx % self._block] if self._kv else 0
-            if self._used + demand <= self._blocks or not self._kv:
+        while self._kv:
+            demand = self._counts[idx % self._block]  # the running requests that need a block now
+            if self._used + demand <= self._blocks:
                 self._used += demand
-                preempted = False
-            else:
-                skipped = self._schedule_running_slowly(idx, now)
-                preempted = True
-            self._no_admit = idx if preempted else -1
-            if not preempted:
-                self._admit_waiting(idx, now)
-            rebuild = rebuild or preempted
-            scheduled = len(self._members) - (len(skipped) if skipped else 0)
-            if scheduled or not (self._members or self._waiting):
                 break
+            run, skipped = self._schedule_running_slowly(idx, now)
+            self._no_admit = idx  # a step that preempted admits nothing
+            if len(skipped) < len(run):
+                b, counts = self._block, self._counts
+                for seq in skipped:  # not scheduled in this step: one step later for everything they do
+                    counts[seq.phase] -= 1
+                    counts[seq.phase + b] -= 1
+                    seq.start += 1
+                    seq.last += 1
+                    seq.phase = (seq.phase + 1) % b
+                    counts[seq.phase] += 1
+                    counts[seq.phase + b] += 1
+                self._rebuild_ends(run)
+                self._n_first = len(run) - len(skipped)
+                return
+            self._rebuild_ends(run)
             # nothing scheduled: no forward pass; the same step is scheduled again at once
-        if skipped:  # not scheduled in this step: one step later for everything they do
-            b, counts = self._block, self._counts
-            for seq in skipped:
-                counts[seq.phase] -= 1
-                seq.start += 1
-                seq.last += 1
-                seq.phase = (seq.phase + 1) % b
-                counts[seq.phase] += 1
-        if rebuild:
-            self._rebuild_ends()
-        self._n_first = scheduled
+        self._no_admit = -1
+        if self._waiting:
+            self._admit_waiting(idx, now)
+        self._n_first = self._n
 
-    def _schedule_running_slowly(self, idx: int, now: float) -> list:
-        """The running pass of a step at which the pool runs dry, request by request (vLLM's loop).
-        Returns the requests it did not reach (not scheduled in this step)."""
-        members, b, phase = self._members, self._block, idx % self._block
+    def _schedule_running_slowly(self, idx: int, now: float) -> tuple[list, list]:
+        """The running pass of a step at which the pool runs dry, request by request (vLLM's loop). Returns
+        the requests still running, in admission order, and those of them it did not reach (not scheduled
+        in this step)."""
+        b, phase = self._block, idx % self._block
+        run = [e[2] for e in sorted(self._ends, key=itemgetter(1))]  # vLLM's self.running
         got = set()  # given this step's new block
-        order = list(members)
-        for pos, seq in enumerate(order):
-            if seq not in members or seq.phase != phase:
+        for pos, seq in enumerate(list(run)):
+            if not seq.running or seq.phase != phase:
                 continue  # preempted already, or needs no new block
             while self._used >= self._blocks:
-                if self._priority:
-                    victim = max(members, key=_rank)
-                else:
-                    victim = next(reversed(members))
+                victim = max(run, key=_rank) if self._priority else run[-1]
+                run.remove(victim)
                 held = -(-(victim.prefill + idx - 1 - victim.start) // b) + (victim in got)
                 self._preempt(victim, idx, now, held)
                 if victim is seq:
-                    return [s for s in order[pos + 1:] if s in members]
+                    return run, [s for s in run if s.admission > seq.admission]  # not reached: `break`
             self._used += 1
             got.add(seq)
-        return []
+        return run, []
 
     def _admit_waiting(self, idx: int, now: float) -> bool:
-        """vLLM's waiting pass at step `idx`. True if it admitted or preempted anything."""
-        waiting, members, budget, b = self._waiting, self._members, self.max_tokens, self._block
+        """vLLM's waiting pass at step `idx`: admit the head of the queue while it fits (a prefill of its
+        prompt and what it had generated, `tokens`). True if it admitted or preempted anything."""
+        waiting, budget, b, kv, priority = self._waiting, self.max_tokens, self._block, self._kv, self._priority
+        ends, counts, prefill = self._ends, self._counts, self._prefill
         changed = False
         while waiting:
-            head = waiting[0][2] if self._priority else waiting[0]
+            head = waiting[0][2] if priority else waiting[0]
             tokens = head.prompt + head.generated
-            if budget is not None and self._prefill and self._prefill_tokens + tokens > budget:
+            if budget is not None and prefill and self._prefill_tokens + tokens > budget:
                 break
-            need = -(-tokens // b) if self._kv else 0
-            if len(members) >= self.max_seqs:
+            need = -(-tokens // b) if kv else 0
+            if self._n >= self.max_seqs:
                 if not (self._seqs_preempt and head.priority < BATCH_PRIORITY and self._low):
                     break
-                victim = max(members, key=_rank)
-                held = -(-(victim.prefill + idx - victim.start) // b) if self._kv else 0
-                if self._kv and need > self._blocks - self._used + held:
+                entry = max(ends, key=_entry_rank)
+                victim = entry[2]
+                held = -(-(victim.prefill + idx - victim.start) // b) if kv else 0
+                if kv and need > self._blocks - self._used + held:
                     break  # no preemption for a request that still could not be admitted
                 self._preempt(victim, idx, now, held)
-                self._rebuild_ends()
-            elif self._kv and need > self._blocks - self._used:
+                ends.remove(entry)
+                heapq.heapify(ends)
+            elif kv and need > self._blocks - self._used:
                 break
-            if self._priority:
+            if priority:
                 heapq.heappop(waiting)
             else:
                 waiting.popleft()
-            self._start(head, idx, now, tokens)
-            changed = True
-        if len(members) > self._max_batch:
-            self._max_batch = len(members)
+            head.prefill = tokens
+            head.start = idx
+            head.last = last = idx + head.output - head.generated - 1
+            head.since = now
+            head.admission = adm = self._admitted
+            head.running = changed = True
+            self._admitted += 1
+            self._n += 1
+            heapq.heappush(ends, (last, adm, head, head.rank))
+            if head.priority:
+                self._low += 1
+            if kv:
+                head.phase = ph = (idx + 1 - tokens) % b
+                counts[ph] += 1
+                counts[ph + b] += 1
+                self._used += need
+            task = head.task
+            if task.start_ms is None:
+                task.start_ms = now
+            prefill.append(head)
+            self._prefill_tokens += tokens
+            self._prefill_total += tokens
+        if self._n > self._max_batch:
+            self._max_batch = self._n
         return changed
-
-    def _start(self, seq, idx: int, now: float, tokens: int) -> None:
-        """Admit `seq` at step `idx`: a prefill of `tokens` (its prompt and what it had generated)."""
-        seq.prefill = tokens
-        seq.start = idx
-        seq.last = idx + seq.output - seq.generated - 1
-        seq.since = now
-        seq.admission = self._admitted
-        self._admitted += 1
-        self._members[seq] = None
-        heapq.heappush(self._ends, (seq.last, seq.admission, seq))
-        if seq.priority:
-            self._low += 1
-        if self._kv:
-            seq.phase = (idx + 1 - tokens) % self._block
-            self._counts[seq.phase] += 1
-            self._used += -(-tokens // self._block)
-        task = seq.task
-        if task.start_ms is None:
-            task.start_ms = now
-        self._prefill.append(seq)
-        self._prefill_tokens += tokens
-        self._prefill_total += tokens
 
     def _preempt(self, seq, idx: int, now: float, held: int) -> None:
         """Preempt running `seq` before step `idx`: free its `held` blocks, count what it had computed, and
-        put it back in the waiting queue (FCFS: at the front)."""
+        put it back in the waiting queue (FCFS: at the front). The caller takes it out of `_ends`."""
         ran = idx - seq.start  # steps it ran in this life
         computed = seq.prefill + ran - 1 if ran > 0 else 0
-        del self._members[seq]
+        seq.running = False
+        self._n -= 1
         if seq.priority:
             self._low -= 1
         if self._kv:
             self._counts[seq.phase] -= 1
+            self._counts[seq.phase + self._block] -= 1
             self._used -= held
         if ran == 0:  # admitted at this very step (a second pass at its instant): its prefill never ran
             self._prefill.remove(seq)
@@ -575,20 +669,13 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         else:
             self._waiting.appendleft(seq)
 
-    def _remove_waiting(self, seq) -> None:
-        if self._priority:
-            self._waiting.remove((seq.priority, seq.no, seq))
-            heapq.heapify(self._waiting)
-        else:
-            self._waiting.remove(seq)
-
-    def _rebuild_ends(self) -> None:
-        self._ends = [(s.last, s.admission, s) for s in self._members]
+    def _rebuild_ends(self, running) -> None:
+        self._ends = [(s.last, s.admission, s, s.rank) for s in running]
         heapq.heapify(self._ends)
 
     def _plan(self, now: float) -> None:
         """Time the span that starts now at step `_iter` and schedule its next stop."""
-        n, n1 = len(self._members), self._n_first
+        n, n1 = self._n, self._n_first
         admitted, prefill = len(self._prefill), self._prefill_tokens
         if self._table is None:
             first = self._base + self._per_token * (prefill + n1 - admitted) + self._per_seq * n1
@@ -601,14 +688,12 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         self._t0, self._t1, self._d = now, now + first, d
         t1 = self._t1
         for seq in self._prefill:
-            if seq.generated == 0:  # its first life: the first token comes at the end of this step
-                seq.task.ttft_ms = t1 - seq.task.arrival_ms
-        stop = self._dry_step(self._ends[0][0] + 1)
+            if not seq.generated:  # its first life: the first token comes at the end of this step
+                task = seq.task
+                task.ttft_ms = t1 - task.arrival_ms
+        stop = self._ends[0][0] + 1
+        if self._kv and self._iter + (self._blocks - self._used) // n * self._block + 1 < stop:
+            stop = self._dry_step(stop)  # perhaps dry before the next completion
         if stop > self._iter + 1 and self._waiting and self._head_admissible(self._iter + 1):
             stop = self._iter + 1  # the head waits only for the token budget: the next boundary
         self._set_event(stop)
-
-
-def _rank(seq):
-    """vLLM's victim order: the largest (priority, arrival) is preempted first."""
-    return (seq.priority, seq.no)
