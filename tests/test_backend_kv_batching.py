@@ -193,7 +193,8 @@ def task(i, at, prompt, output, kind="batch"):
 
 class Harness:
     """The backend on a fresh SimPy clock; records dispatches, ends and cancels, and checks the KV books at
-    every planned span (blocks in use = what the running requests hold, never over capacity)."""
+    every planned span (blocks in use = what the running requests hold, never over capacity) and, with
+    priority scheduling, that no batch request is admitted while an interactive one waits."""
 
     def __init__(self, cfg):
         self.env = simpy.Environment()
@@ -215,6 +216,16 @@ class Harness:
             assert b._n == len(b._ends) <= b.max_seqs and all(s.running for _, _, s, _ in b._ends)
 
         b._plan = checked_plan
+        admit = b._admit_waiting
+
+        def checked_admit(idx, now):  # priority: no batch request starts while an interactive one waits
+            before = len(b._prefill)
+            changed = admit(idx, now)
+            if b._priority and any(s.priority for s in b._prefill[before:]):
+                assert not any(e[2].priority == 0 for e in b._waiting), "batch admitted over a waiting interactive"
+            return changed
+
+        b._admit_waiting = checked_admit
 
     def _done(self, t):
         assert t.end_ms is None, f"{t} finished twice"

@@ -117,7 +117,7 @@ _entry_rank = itemgetter(3)  # `_ends` entries: (last step, admission, seq, rank
 class KvBatchingBackend(ContinuousBatchingBackend):
     name = "continuous-batching"
     # slots for this class's own state: faster to read and write than entries of an instance dict this large
-    __slots__ = ("_arrivals", "_block", "_blocks", "_cancelled_tokens", "_counts", "_ends", "_finishing", "_front",
+    __slots__ = ("_arrivals", "_block", "_blocks", "_cancelled_tokens", "_counts", "_ends", "_finishing", "_fits", "_front",
                  "_kv", "_kv_area", "_kv_peak", "_low", "_n", "_n_first", "_no_admit", "_preemptions", "_priority",
                  "_recomputed", "_rejected", "_rejections", "_seq_pool", "_seqs_preempt", "_used", "_waiting")
 
@@ -127,6 +127,7 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         blocks = config.kv_blocks
         self._kv = blocks is not None
         self._blocks = blocks if blocks is not None else 0
+        self._fits = self._blocks * self._block + 1 if blocks is not None else math.inf  # prompt + output at most
         self._priority = config.scheduling == "priority"
         self._seqs_preempt = self._priority and config.preempt_on == "kv-or-seqs"
         self._waiting: deque | list = [] if self._priority else deque()  # priority: a heap of (priority, no, seq)
@@ -258,7 +259,7 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         prompt, output = task.prompt_tokens or 0, task.output_tokens or 1
         if output < 1:
             output = 1
-        if self._kv and -(-(prompt + output - 1) // self._block) > self._blocks:
+        if prompt + output > self._fits:  # it would need more blocks than the cache has
             self._rejected.add(task)
             fire_at(self.env, self.env._now, self._reject, task)
             return
@@ -594,13 +595,14 @@ class KvBatchingBackend(ContinuousBatchingBackend):
         changed = False
         while waiting:
             head = waiting[0][2] if priority else waiting[0]
+            full = self._n >= self.max_seqs
+            if full and not (self._seqs_preempt and head.priority < BATCH_PRIORITY and self._low):
+                break
             tokens = head.prompt + head.generated
             if budget is not None and prefill and self._prefill_tokens + tokens > budget:
                 break
             need = -(-tokens // b) if kv else 0
-            if self._n >= self.max_seqs:
-                if not (self._seqs_preempt and head.priority < BATCH_PRIORITY and self._low):
-                    break
+            if full:
                 entry = max(ends, key=_entry_rank)
                 victim = entry[2]
                 held = -(-(victim.prefill + idx - victim.start) // b) if kv else 0
