@@ -52,14 +52,16 @@ that backend's, so a calibration carries over. What is added, rule by rule, with
 Not modelled: chunked prefill (V1 splits long prefills across steps under max_num_batched_tokens; here a
 prefill runs whole in one step and only prompt tokens count against the budget, as in today's backend),
 prefix caching (no block is shared between requests: every prompt is computed), the allocation watermark
-(0 by default in V1), speculative decoding, async scheduling and KV offloading or swapping.
+(0 by default in V1), speculative decoding, async scheduling, KV offloading or swapping, and the block vLLM
+keeps as its null block (N blocks here are N usable blocks).
 
 Fast-forward, as in today's backend: a span is a run of steps with the same membership, its first step
 perhaps with prefills; every request in it needs a new block once every `kv_block_tokens` steps, at the
 steps congruent to its `phase` modulo the block size. With `counts[phase]` (running requests per phase)
-the blocks in use at any step of a span are known in O(block), so the first step at which the pool runs
-dry is computed when the span is planned and becomes one more stop beside the next completion. Steps are
-simulated one by one only there (preemptions) and at admissions and completions. Boundaries run after
+the blocks in use at any step of a span (and their sum over the span, for the mean KV use) are known in
+O(block), so the first step at which the pool runs dry is computed when the span is planned and becomes one
+more stop beside the next completion; only that step is scheduled request by request, as vLLM's loop does
+(`_schedule_running_slowly`). Boundaries run after
 every other event of their instant (`LATE`), so every request that reaches the engine at a boundary's
 instant is in its queue when that step is scheduled, whatever the event order. One that a later event of
 that instant brings (a closed-loop user with no think time) is admitted by a second waiting pass at that
