@@ -32,7 +32,7 @@ real-engine-results: $(STAMP)
 	scripts/real-engine-results.sh
 
 # Timings: never two at once on a shared machine (the lock), medians and spreads of repeats, ratios to floors.
-BENCH_LOCK ?= $(if $(wildcard /work),/work/.quiet.lock,/tmp/simlab-bench.lock)
+BENCH_LOCK ?= $(or $(SIMLAB_BENCH_LOCK),$(or $(TMPDIR),/tmp)/simlab-bench.lock)
 bench: $(STAMP)
 	flock $(BENCH_LOCK) $(BIN)/python benchmarks/run.py
 

@@ -3,12 +3,14 @@
 In-process: each policy's simulation of `bench-1h` against `floor.lean_floor` on the same arrivals and
 service times (the workload is drawn once, outside the timing, for both). Whole process: `simlab run` with
 its default outputs against `floor.py` as a process (read the TOML, draw, simulate). Also: peak memory,
-simulated requests per second, continuous batching on a long eval-sweep-like workload, a 50-trial x 4-seed
-`simlab tune` study, and `simlab replay` of 100,000 tasks. Every timing is repeated; the table gives the
+simulated requests per second, continuous batching on a long eval-sweep-like workload and the KV-cache /
+engine-priority backend against it on the same workload, a 50-trial x 4-seed `simlab tune` study, and
+`simlab replay` of 100,000 tasks. Every timing is repeated; the table gives the
 median and the spread (min-max). Results go to benchmarks/results.csv and .md (committed: regressions show
-in review). Other agents share the machine: run it under `flock /work/.quiet.lock` (make bench does).
+in review). Never two benchmarks at once: `make bench` runs it under `flock` on $SIMLAB_BENCH_LOCK (default: simlab-bench.lock in the temporary folder).
 
     make bench      # or: .venv/bin/python benchmarks/run.py [--repeat N] [--quick] [--policies-only] [--out-prefix P]
+    .venv/bin/python benchmarks/run.py --kv-only   # only the KV backend's rows, to benchmarks/results-kv.*
 """
 
 from __future__ import annotations
@@ -155,17 +157,49 @@ class Table:
         Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
 
 
+def kv_backend(table: Table, rep: int) -> None:
+    """The KV-cache / engine-scheduling backend (world/backends/kv_batching.py) against today's continuous
+    batching: the same workload (eval-sweep-long-kv.toml is eval-sweep-long.toml with a KV cache and vLLM's
+    priority scheduling), CPU per simulated request, rounds interleaved. adaptive, as the continuous-batching
+    row above, caps what reaches the engine; unscheduled sends the whole sweep to it, where chat preempts
+    batch requests and each preemption is one more admission to simulate."""
+    plain = load_scenario(ROOT / "benchmarks" / "eval-sweep-long.toml")
+    kv = load_scenario(ROOT / "benchmarks" / "eval-sweep-long-kv.toml")
+    for policy, target in (("adaptive", 1.5), ("unscheduled", None)):
+        per_request = {"plain": [], "kv": []}
+        for _ in range(rep):
+            for key, scenario in (("plain", plain), ("kv", kv)):
+                prepare, w0 = engine_input(scenario)
+                seconds = timed(lambda w, s=scenario: run_engine(s, s.options(policy), w), 1, prepare)
+                per_request[key] += [t / len(w0) * 1e6 for t in seconds]
+        stats = run_engine(kv, kv.options(policy), engine_input(kv)[0]()).backend_stats
+        base = statistics.median(per_request["plain"])
+        table.add(f"continuous batching, eval-sweep-long, {policy}: per request", "cpu us", per_request["plain"])
+        table.add(f"KV cache + priority, eval-sweep-long-kv, {policy} ({stats['preemptions']:,} preemptions): per request",
+                  "cpu us", per_request["kv"], base, target=target)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "bench-1h.toml"))
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="skip the study and the continuous-batching run")
+    parser.add_argument("--quick", action="store_true", help="skip the study and the continuous-batching runs")
     parser.add_argument("--policies-only", action="store_true",
                         help="only the in-process simulation of every policy against the lean floor")
-    parser.add_argument("--out-prefix", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--kv-only", action="store_true",
+                        help="only the KV backend against continuous batching (default output benchmarks/results-kv)")
+    parser.add_argument("--out-prefix", default=None)
     args = parser.parse_args()
     rep = args.repeat
     table = Table()
+    if args.kv_only:
+        print(f"KV cache backend against continuous batching; {rep} repeats; median [min-max]", flush=True)
+        kv_backend(table, rep)
+        prefix = Path(args.out_prefix or ROOT / "benchmarks" / "results-kv")
+        table.write(prefix, _header("make bench (KV backend rows only: benchmarks/run.py --kv-only)",
+                                    "eval-sweep-long: 22,859 requests, 64 sequences."))
+        print(f"written {prefix}.csv and .md")
+        return 0
 
     scenario = load_scenario(args.scenario)
     slots = scenario.backend.slots
@@ -188,8 +222,7 @@ def main() -> int:
         table.add(f"engine {policy}: simulation", "cpu s", runs[policy], floor_s, target=2.0)
         table.add(f"engine {policy}: simulated requests/s", "req/s", [n / t for t in runs[policy]])
     if args.policies_only:
-        write(table, args, scenario, n, slots)
-        return 0
+        return write(table, args, scenario, n, slots)
     # adaptive's share that the reference's rule itself asks for: every interactive completion goes into
     # the sliding window (append, sorted insert, trim), whatever the policy then decides. Timed alone, on
     # the completions of the adaptive run, as a lower bound on what adaptive costs over static.
@@ -241,6 +274,7 @@ def main() -> int:
             times = timed(lambda w: run_engine(cb, options, w), max(1, rep // 2), prepare)
             table.add(f"continuous-batching eval-sweep-long ({cb_n:,} req): simulation", "cpu s", times)
             table.add("continuous-batching: simulated requests/s", "req/s", [cb_n / x for x in times])
+            kv_backend(table, max(1, rep // 2))
 
             # the study a user runs: 50 trials x 4 seeds, then the held-out validation and the report
             study = process([SIMLAB, "tune", str(ROOT / "scenarios" / "seed-article.toml"), "--trials", "50", "--quiet",
@@ -262,19 +296,23 @@ def main() -> int:
                                      "interactiveRpsThreshold": 40, "interactiveP95LatencyMs": 1000, "smoothingAlpha": 0.3})
         table.add("replay 100,000 tasks, adaptive (read + simulate)", "cpu s", timed(lambda _: replay(read_trace(path)[0], options), rep))
 
-    write(table, args, scenario, n, slots)
+    return write(table, args, scenario, n, slots)
+
+
+def write(table, args, scenario, n: int, slots: int) -> int:
+    prefix = Path(args.out_prefix or ROOT / "benchmarks" / "results")
+    part = " Only the in-process policy timings (--policies-only)." if args.policies_only else ""
+    table.write(prefix, _header("make bench", f"{scenario.name}: {n:,} requests, {slots} slots.{part}"))
+    print(f"written {prefix}.csv and .md")
     return 0
 
 
-def write(table: Table, args, scenario, n: int, slots: int) -> None:
+def _header(title: str, what: str) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     dirty = " (uncommitted changes)" if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "simlab"], cwd=ROOT).returncode else ""
-    part = " Only the in-process policy timings (--policies-only)." if args.policies_only else ""
-    header = (f"# make bench\n\n{scenario.name}: {n:,} requests, {slots} slots. Commit {commit}{dirty}, "
-              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores shared with other work "
-              f"(run under flock /work/.quiet.lock). Times are CPU seconds (wall time on a shared machine varies 1-3x); ratios: median over the floor's median measured in the same run, rounds interleaved.{part}")
-    table.write(Path(args.out_prefix), header)
-    print(f"written {args.out_prefix}.csv and .md")
+    return (f"# {title}\n\n{what} Commit {commit}{dirty}, "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores shared with other work "
+            f"(run under flock, one benchmark at a time). Times are CPU seconds (wall time on a shared machine varies 1-3x); ratios: median over the floor's median measured in the same run, rounds interleaved.")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ closely than that: the README's sim-to-real section cites this script's output.
     .venv/bin/python scripts/machine-speed.py [--seconds 180] [--interval 0.5] [--parallel]
 
 --parallel runs one process per CPU at once (both cores busy, as while an engine runs) and reports how
-closely the CPUs' speeds move together. Run it on a quiet machine (e.g. under `flock -x /work/.quiet.lock`).
+closely the CPUs' speeds move together. Run it on a quiet machine (e.g. under `flock -x "${TMPDIR:-/tmp}/simlab-bench.lock"`).
 """
 
 from __future__ import annotations

@@ -223,6 +223,11 @@ class Backend(Strict):
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_batched_tokens: int | None = Field(default=None, ge=1)
     step: StepTime | None = None
+    # continuous-batching with a KV cache and vLLM V1's scheduling (simlab/world/backends/kv_batching.py)
+    kv_cache_tokens: int | None = Field(default=None, ge=1)  # vLLM's start-up log: "GPU KV cache size: N tokens"
+    kv_block_tokens: int | None = Field(default=None, ge=1)  # vLLM's --block-size (default 16)
+    scheduling: Literal["fcfs", "priority"] | None = None  # vLLM's --scheduling-policy (default fcfs)
+    preempt_on: Literal["kv", "kv-or-seqs"] | None = None  # what a waiting request may preempt for (default kv)
     # api (a third-party provider)
     concurrency: int | None = Field(default=None, ge=1)
     rpm: float | None = Field(default=None, gt=0)
@@ -237,7 +242,35 @@ class Backend(Strict):
             raise ValueError("backend 'continuous-batching' needs `max_num_seqs`")
         if self.kind == "api" and self.concurrency is None:
             raise ValueError("backend 'api' needs `concurrency` (the provider's concurrency quota)")
+        self._check_engine_scheduling()
         return self
+
+    def _check_engine_scheduling(self) -> None:
+        given = [k for k in ("kv_cache_tokens", "kv_block_tokens", "scheduling", "preempt_on") if getattr(self, k) is not None]
+        if given and self.kind != "continuous-batching":
+            raise ValueError(f"{given[0]} is a setting of the continuous-batching backend (this one is '{self.kind}')")
+        if self.kv_block_tokens is not None and self.kv_cache_tokens is None:
+            raise ValueError("kv_block_tokens sizes the blocks of a KV cache: give kv_cache_tokens too")
+        if self.kv_cache_tokens is not None and self.kv_cache_tokens < self.block_tokens:
+            raise ValueError(f"kv_cache_tokens ({self.kv_cache_tokens}) is smaller than one block of "
+                             f"kv_block_tokens ({self.block_tokens})")
+        if self.preempt_on == "kv-or-seqs" and self.scheduling != "priority":
+            raise ValueError("preempt_on = 'kv-or-seqs' lets a waiting request of higher priority preempt a "
+                             "running one: it needs scheduling = 'priority'")
+
+    @property
+    def block_tokens(self) -> int:
+        return self.kv_block_tokens if self.kv_block_tokens is not None else 16
+
+    @property
+    def kv_blocks(self) -> int | None:
+        """The KV cache in whole blocks (vLLM's num_gpu_blocks), None without one."""
+        return None if self.kv_cache_tokens is None else self.kv_cache_tokens // self.block_tokens
+
+    @property
+    def engine_scheduling(self) -> bool:
+        """True when the KV cache / engine-scheduling model runs instead of the plain continuous batching."""
+        return self.kind == "continuous-batching" and (self.kv_cache_tokens is not None or self.scheduling == "priority")
 
 
 # --- experiments and tuning -------------------------------------------------------------------
@@ -588,12 +621,39 @@ def _check_semantics(s: Scenario) -> None:
                     "zero think time and zero service time: these users would never let the clock move; "
                     "give think or service a time above 0, or set requests_per_user",
                 )
+        if s.backend.kv_cache_tokens is not None and has_tokens:
+            _check_fits_kv_cache(s, where, w)
         if isinstance(arr, Poisson) and arr.end_ms is not None and arr.end_ms <= arr.start_ms:
             raise InputError(s.path, f"{where}.arrivals.end_ms", f"must be after start_ms ({arr.start_ms})")
     if s.backend.kind == "api" and s.backend.token_time is None:
         raise InputError(s.path, "backend.token_time", "the api backend needs token_time (provider latency per token)")
     if s.backend.step is not None and s.backend.step.profile is not None:
         _input_file(s, "backend.step.profile", s.backend.step.profile, "step profile", CONFIG_MAX_BYTES)
+
+
+def _largest_tokens(d) -> int | None:
+    """The most tokens a distribution can draw (drawn counts are rounded, at least 1); None if unbounded
+    or only known from a file."""
+    top = d.value if isinstance(d, Constant) else d.high if isinstance(d, Uniform) else None
+    return None if top is None else max(1, round(top))
+
+
+def _check_fits_kv_cache(s: Scenario, where: str, w: Workload) -> None:
+    """A request grows to prompt + output - 1 tokens of KV; one that the whole cache cannot hold could never
+    run (vLLM refuses to start with a max_model_len its KV cache cannot hold). Checked where the largest
+    request is known; the backend rejects any other such request as failed."""
+    b = s.backend
+    prompt, output = _largest_tokens(w.prompt_tokens), _largest_tokens(w.output_tokens)
+    if prompt is None or output is None:
+        return
+    need = -(-(prompt + output - 1) // b.block_tokens)
+    if need > b.kv_blocks:
+        raise InputError(
+            s.path, "backend.kv_cache_tokens",
+            f"{b.kv_cache_tokens} tokens ({b.kv_blocks} blocks of {b.block_tokens}) cannot hold the largest request "
+            f"of {where} ({prompt} prompt + {output} output tokens need {need} blocks): raise kv_cache_tokens or "
+            "shorten the requests",
+        )
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -34,6 +34,9 @@ SUMMARY_COLUMNS = (
     "interactive_ttft_p95_ms",
     "retries",
 )
+# Columns of a continuous-batching engine with a KV cache or engine scheduling (world/backends/kv_batching.py),
+# present only in its runs: every other scenario's tables keep their columns.
+ENGINE_COLUMNS = ("preemptions", "recomputed_tokens", "kv_use_mean", "kv_use_peak")
 # Batch lifecycle (timeouts, eviction, deadlines): in a run's row only when its scenario or options use them, so
 # tables of runs without them keep their columns; `metric_columns` gives the columns for a set of rows.
 LIFECYCLE_COLUMNS = (
@@ -47,9 +50,13 @@ LIFECYCLE_FILL = {"batch_deadline_share": math.nan, "wasted_tokens": 0, "wasted_
 
 
 def metric_columns(rows) -> list[str]:
-    """SUMMARY_COLUMNS, and the lifecycle columns when any row has them."""
-    extra = any(LIFECYCLE_COLUMNS[0] in r for r in rows)
-    return list(SUMMARY_COLUMNS) + (list(LIFECYCLE_COLUMNS) if extra else [])
+    """The summary columns of these rows: SUMMARY_COLUMNS, then the engine's columns (ENGINE_COLUMNS) and the
+    lifecycle ones (LIFECYCLE_COLUMNS) when any row has them."""
+    out = list(SUMMARY_COLUMNS)
+    for group in (ENGINE_COLUMNS, LIFECYCLE_COLUMNS):
+        if any(group[0] in r for r in rows):
+            out += group
+    return out
 
 
 def lifecycle(result: SimResult) -> dict:
@@ -300,4 +307,7 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     take("dispatch_ms"), take("end_ms")
     row["max_in_flight"] = max_concurrent(dispatch, end, in_place=consume)
     row.update(lifecycle_row)
+    stats = result.backend_stats
+    if ENGINE_COLUMNS[0] in stats:  # no KV cache: its two columns are NaN
+        row.update({c: math.nan if stats[c] is None else stats[c] for c in ENGINE_COLUMNS})
     return row

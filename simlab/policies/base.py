@@ -93,6 +93,8 @@ class Task:
         self.retries = 0
         self.source = None  # the workload that made it
         self.index = index  # the task's row in a run's records (the engine's; None elsewhere)
+        self.wasted_tokens = 0  # work a backend threw away: cancelled, or preempted and recomputed
+        self.wasted_ms = 0.0
 
     # Lifecycle (timeouts, eviction): dispatches so far, and the work thrown away by stopped attempts. Slots left
     # unset until first written, read through these properties (0 until then): a run that never stops a task
@@ -135,6 +137,18 @@ class Task:
 
 
 Clock = Callable[[], float]
+
+
+@dataclass(slots=True)
+class Observation:
+    """What a backend reports of its own load (`Backend.observe()`): sequences in service, requests queued
+    inside it, its concurrency limit, and its KV cache (fraction in use, capacity) where it has one."""
+
+    busy: int
+    waiting: int
+    capacity: int | None
+    kv_used: float | None
+    kv_capacity_tokens: int | None
 
 
 class Policy:

@@ -10,7 +10,10 @@ BACKENDS = {cls.name: cls for cls in (DelayBackend, SlotsBackend, ContinuousBatc
 
 
 def make_backend(config, env, done, rng, scenario=None) -> Backend:
-    backend = BACKENDS[config.kind](env, done, config, rng)
+    cls = BACKENDS[config.kind]
+    if getattr(config, "engine_scheduling", False):  # a KV cache or engine priority: vLLM V1's scheduler
+        from simlab.world.backends.kv_batching import KvBatchingBackend as cls
+    backend = cls(env, done, config, rng)
     if scenario is not None and hasattr(backend, "load_profile"):
         backend.load_profile(scenario)
     return backend
