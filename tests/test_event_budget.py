@@ -4,7 +4,9 @@ per-event work: valid scenarios run exactly as before (tests/test_reference_resu
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from simlab.scenario import scenario_from_dict
 from simlab.world.engine import Engine
 from simlab.world.workloads import expected_open_loop, open_loop_columns
 from tests.bad_input import assert_bad_input
+from tests.helpers import simlab
 
 UNSCHEDULED = options_from_dict({"policy": "unscheduled"})
 
@@ -105,3 +108,31 @@ def test_the_cli_refuses_a_workload_over_the_budget(tmp_path):
                     'service = { dist = "constant", value = 1 }\n')
     assert_bad_input(tmp_path, "run", path, "--quiet", "--out", tmp_path / "out", allowed=("out",),
                      words=[str(path), "max_tasks", "would number about 10,000", "max_tasks = 1,000"])
+
+
+# --- event budget ---------------------------------------------------------------------------------------------
+def endless(tmp_path, think_ms: float, budget: str = "") -> Path:
+    path = tmp_path / "endless.toml"
+    path.write_text(
+        f'name = "endless"\nduration_ms = 60_000\n{budget}\n[backend]\nkind = "delay"\n'
+        '[[workload]]\nclass = "interactive"\n'
+        f'arrivals = {{ process = "closed-loop", users = 4, think = {{ dist = "constant", value = {think_ms} }} }}\n'
+        'service = { dist = "constant", value = 1e-9 }\n'
+    )
+    return path
+
+
+def test_near_zero_think_and_service_times_stop_with_a_clear_error(tmp_path):
+    # 4 users x 60 s / 2e-9 ms would be 1.2e14 requests: stopped within the first few thousand
+    proc = simlab("run", endless(tmp_path, 1e-9), "--policy", "unscheduled", "--out", tmp_path / "o", "--quiet",
+                  check=False, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "workload[0].arrivals" in proc.stderr and "max_tasks = 2,000,000" in proc.stderr, proc.stderr
+
+
+def test_the_budget_is_a_hard_limit(tmp_path):
+    proc = simlab("run", endless(tmp_path, 1.0, "max_tasks = 500"), "--policy", "unscheduled", "--out",
+                  tmp_path / "o", "--quiet", check=False)
+    assert proc.returncode == 2 and re.search(r"sent 50\d requests", proc.stderr) and "max_tasks = 500" in proc.stderr
+    proc = simlab("run", endless(tmp_path, 1.0, "max_tasks = 300_000"), "--policy", "unscheduled", "--out",
+                  tmp_path / "p", "--quiet")  # 240,000 requests: within the budget

@@ -4,6 +4,7 @@ any work and without writing anything."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from simlab.outputs import RESULTS, default_folder, output_file, output_folder, safe_name
 from simlab.errors import InputError
 from tests.bad_input import assert_bad_input, simlab_in, tree
-from tests.helpers import ROOT
+from tests.helpers import ROOT, simlab
 
 UNSAFE_NAMES = {
     "../../x": "x",
@@ -164,3 +165,18 @@ def test_replay_and_report_refuse_a_folder_where_their_file_goes(tmp_path):
     lines = command_lines(tmp_path, work / "x.html")
     assert_bad_input(work, *lines["replay"], words=["--out", "x.html is a folder; give a file name"])
     assert_bad_input(work, *lines["report"], words=["--out", "x.html is a folder; give a file name"])
+
+
+# --- ab --options writes beside the baseline A/B -----------------------------------------------------------
+def test_ab_with_options_has_its_own_default_folder(tmp_path):
+    opts = tmp_path / "tuned.json"
+    opts.write_text(json.dumps({"maxConcurrency": 8, "batchMaxConcurrency": 4, "batchMinConcurrency": 1,
+                                "interactiveRpsThreshold": 20, "interactiveP95LatencyMs": 500}))
+    scenario = ROOT / "scenarios" / "seed-article.toml"
+    args = ("--replications", "1", "--quiet", "--no-figures", "--policies", "static")
+    simlab("ab", scenario, *args, cwd=tmp_path)
+    baseline = (tmp_path / "results" / "seed-article" / "ab" / "summary.csv").read_bytes()
+    proc = simlab("ab", scenario, "--options", opts, *args, cwd=tmp_path)
+    assert (tmp_path / "results" / "seed-article" / "ab-tuned" / "summary.csv").exists()
+    assert "results/seed-article/ab-tuned" in proc.stdout
+    assert (tmp_path / "results" / "seed-article" / "ab" / "summary.csv").read_bytes() == baseline
