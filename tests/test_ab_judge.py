@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from simlab.experiments.ab import AGGREGATED, COMPARED, aggregate_rows, compare, judge
-from simlab.records import CAPACITY_TEXT, AbRecord, Comparison, load, save, to_json
+from simlab.records import AbRecord, Comparison, load, save, to_json
 
 T_975_2 = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom (three seeds)
 CRIT = SimpleNamespace(p95_stay_ms=30_000.0, batch_stall_ms=60_000.0)
@@ -159,12 +159,14 @@ def test_record_round_trips_through_result_json(tmp_path):
 
 def test_capacity_verdict_reaches_every_table(tmp_path):
     from simlab.experiments.ab import write_outputs
-    from simlab.experiments.ab_report import terminal_table
+    from simlab.experiments.ab_report import capacity_text, terminal_table
 
     rec = synthetic_record(capacity=True)
     write_outputs(rec, tmp_path)
-    assert CAPACITY_TEXT in terminal_table(rec)
-    assert f"⚠️ {CAPACITY_TEXT}" in (tmp_path / "report.md").read_text()
+    text = capacity_text(rec.criteria)
+    assert "bins stays above the SLO" in text  # says what was judged, not only that it failed
+    assert text in terminal_table(rec)
+    assert f"⚠️ {text}" in (tmp_path / "report.md").read_text()
     verdicts = (tmp_path / "verdicts.csv").read_text().splitlines()
     assert verdicts[2].startswith("priority,False,capacity,120000.0,31000.0,")
 

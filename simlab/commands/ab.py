@@ -45,12 +45,16 @@ def main(args) -> int:
                     tasks_format=args.tasks)
     if not args.no_frontier:
         from simlab.decision.ab import ab_decision
+        from simlab.decision.frontier import cap_beyond_backend
+        from simlab.reporting.words import ab_verdict, cap_beyond_backend as beyond_text
 
+        if (beyond := cap_beyond_backend(options, scenario)) is not None:
+            warn(beyond_text(*beyond))
         decision = ab_decision(scenario, options, result, out, positive(args.workers, "--workers"), not args.quiet,
-                               scheduler=args.scheduler_address)
+                               scheduler=args.scheduler_address,
+                               adaptive_label="adaptive" if args.options else "adaptive-defaults")
         if decision is not None:
-            result.verdict = (f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, static caps "
-                              f"1..{options.max_concurrency - 1} swept).")
+            result.verdict = ab_verdict(decision)
     finish(result, out, figures=not args.no_figures)  # the record complete: written once, with what it says
     if (w := bound_warning(scenario, result.bounds)) is not None:
         warn(w)

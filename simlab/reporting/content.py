@@ -14,7 +14,7 @@ from simlab.reporting.collect import Source
 from simlab.reporting.document import (FAIL, PASS, Badges, Bullets, Cell, Code, Contents, Document, Figure, Heading,
                                        Paragraph, Table)
 
-KIND_TITLES = {"ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit"}
+KIND_TITLES = {"decide": "Decision", "ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit"}
 
 CAPTIONS = {
     "latency_cdf": "Interactive end-to-end latency, cumulative distribution per policy (first seed). Where a curve "
@@ -56,7 +56,7 @@ def build_document(sources: list[Source], base: Path, title: str | None) -> Docu
     doc = Document(title or "Design review: " + " · ".join(names))
     doc.subtitle = "From " + ", ".join(f"`{s.label}` (simlab {s.kind})" for s in sources) + "."
     doc.add(Contents())
-    builders = {"ab": _ab, "tune": _tune, "calibrate": _calibrate, "fit": _fit}
+    builders = {"decide": _decide, "ab": _ab, "tune": _tune, "calibrate": _calibrate, "fit": _fit}
     _question(doc, sources)
     placed: set[Path] = set()
     for s in sources:
@@ -72,7 +72,11 @@ def _question(doc: Document, sources: list[Source]) -> None:
     items = []
     for s in sources:
         r = s.record
-        if s.kind == "ab":
+        if s.kind == "decide":
+            items.append(f"**{KIND_TITLES['decide']}**: on **{s.name}**, deploy the adaptive scheduler or a static cap, "
+                         "and with which options? Every static cap and adaptive arm on held-out traffic, confirmed on "
+                         "fresh seeds.")
+        elif s.kind == "ab":
             items.append(f"**{KIND_TITLES['ab']}**: what does each policy ({', '.join(f'`{p}`' for p in r.policies)}) "
                          f"do to interactive latency and batch throughput on **{s.name}**, against `{r.baseline}`, and "
                          "which meet the article's three success criteria (P95 not stuck above the "
@@ -96,13 +100,25 @@ def _question(doc: Document, sources: list[Source]) -> None:
             doc.add(Paragraph(("" if len(described) == 1 else f"**{s.name}**: ") + s.record.scenario_text))
 
 
+# --- decision -------------------------------------------------------------------------------------------------
+
+def _decide(doc: Document, s: Source, placed, many: bool) -> None:
+    from simlab.reporting.blocks.decide import decide_blocks
+
+    doc.add(Heading(2, f"Decision: {s.name}" + (f" (`{s.label}`)" if many else "")), *decide_blocks(s.record, 3))
+
+
 # --- A/B ------------------------------------------------------------------------------------------------------
 
 def _ab(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.experiments.ab_report import ab_blocks, verdict_blocks
+    from simlab.experiments.ab_report import ab_blocks, frontier_record, verdict_blocks
+    from simlab.reporting.blocks.decide import frontier_blocks
 
     doc.add(Heading(2, f"A/B: {s.name}" + (f" (`{s.label}`)" if many else "")), *verdict_blocks(s.record, 3),
             *ab_blocks(s.record, 3))
+    decision = frontier_record(s.path)
+    if decision is not None:
+        doc.add(*frontier_blocks(decision, 3))
 
 
 # --- tuning ---------------------------------------------------------------------------------------------------
@@ -271,9 +287,13 @@ def _figures(doc: Document, sources: list[Source], placed: set[Path]) -> None:
 
 
 def caption(f: Path) -> str:
+    from simlab.reporting.figures.decision import CAPTIONS as DECISION
+
     stem = f.stem
     if stem in CAPTIONS:
         return CAPTIONS[stem]
+    if stem in DECISION:
+        return DECISION[stem]
     for key in ("arrivals", "lengths"):
         if stem.startswith(key + "-"):
             kind = stem[len(key) + 1:]

@@ -66,6 +66,16 @@ def write_best(out: Path, summary: list[dict], multi: bool) -> dict | None:
 
 
 CANDIDATE_FILE = "candidate-options-NOT-VALIDATED.json"
+TUNED_CANDIDATE_FILE = "tuned-candidate.json"  # inside `simlab decide`: what the search proposed, judged by decide
+
+
+def write_candidate(out: Path, picks: dict[str, dict]) -> None:
+    """The search's pick as production options, named for what it is: a candidate `simlab decide` judges, never
+    options to deploy (decide writes the one options file, at the top of its folder)."""
+    for stale in ("best-options.json", CANDIDATE_FILE, TUNED_CANDIDATE_FILE):
+        (out / stale).unlink(missing_ok=True)
+    if "adaptive-tuned" in picks:
+        atomic_write_text(out / TUNED_CANDIDATE_FILE, json.dumps(_production(picks["adaptive-tuned"]), indent=2) + "\n")
 
 
 def _production(options: dict) -> dict:
@@ -201,8 +211,9 @@ def tradeoff_figure(ctx: TuneContext, study, done):
 
 
 def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None, pick: dict | None,
-                 figs: list[str]) -> TuneRecord:
+                 figs: list[str], candidates: dict[str, dict] | None = None) -> TuneRecord:
     done = completed(study)
+    required = ctx.tune.throughput_fraction * ctx.reference_throughput
     return TuneRecord(
         scenario=ctx.scenario.name,
         objective=ctx.tune.objective,
@@ -214,7 +225,7 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         throughput_fraction=ctx.tune.throughput_fraction,
         reference=ctx.tune.reference,
         reference_throughput_per_min=ctx.reference_throughput,
-        required_throughput_per_min=summary[0]["required_throughput_per_min"],
+        required_throughput_per_min=summary[0]["required_throughput_per_min"] if summary else required,
         study=ctx.study_name,
         storage=_safe(ctx.storage_url),
         space={k: [lo, hi] for k, (lo, hi) in ctx.space.bounds.items()},
@@ -222,21 +233,25 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         note=note,
         holdout_seeds=holdout_seeds(ctx),
         validation=[TuneConfig(**s) for s in summary],
-        decision=decide(ctx.tune.objective.upper(), ctx.tune.reference, summary, pick),
+        decision=(decide(ctx.tune.objective.upper(), ctx.tune.reference, summary, pick) if summary else
+                  TuneDecision("not-validated", "Not validated here: `simlab decide` judges these candidates on its "
+                               "own held-out units.", [])),
         best_options=_production(pick["options"]) if pick is not None and pick["meets_constraint"] else None,
         figures=list(figs),
         search_conditions=[n for n, _ in ctx.worlds()],
         holdout_conditions=[n for n, _ in ctx.worlds(held=True)],
+        candidates=dict(candidates or {}),
     )
 
 
 def write_report(ctx: TuneContext, study, out: Path, summary: list[dict], note: str | None, pick: dict | None,
-                 figs: list[str], elapsed_s: float | None = None) -> TuneRecord:
+                 figs: list[str], elapsed_s: float | None = None, candidates: dict[str, dict] | None = None) -> TuneRecord:
     """The record (result.json), validation-summary.csv and report.md made from it."""
-    record = build_record(ctx, study, summary, note, pick, figs)
+    record = build_record(ctx, study, summary, note, pick, figs, candidates)
     save(record, out)
-    atomic_write_text(out / "validation-summary.csv", csv_text([c.row() for c in record.validation],
-                                                               [c for c in columns(TuneConfig) if c != "options"]))
+    if record.validation:
+        atomic_write_text(out / "validation-summary.csv", csv_text([c.row() for c in record.validation],
+                                                                   [c for c in columns(TuneConfig) if c != "options"]))
     write_markdown(record, out, elapsed_s)
     return record
 
@@ -295,6 +310,13 @@ def tune_blocks(r: TuneRecord, level: int = 2) -> list:
     blocks = [Paragraph(intro_text(r)), Paragraph(space_text(r), small=True)]
     if r.note:
         blocks.append(Paragraph(f"**{r.note}.**"))
+    if not r.validation:  # inside `simlab decide`: candidates, judged by decide on its own units
+        blocks += [Heading(level, "Candidates for `simlab decide`"),
+                   Paragraph("The search's picks, judged by `simlab decide` against every static cap and the "
+                             "production defaults on its held-out units (its report.md, one folder up). "
+                             "`tuned-candidate.json` is the first; nothing here is for deployment."),
+                   *[Code(json.dumps(_production(o), indent=2), "json") for o in r.candidates.values()]]
+        return blocks
     blocks += [Heading(level, holdout_heading(r)), validation_table(r),
                Paragraph("Search: the mean over the search seeds (and conditions). Held-out: fresh seeds (and held-out traffic conditions) the search never saw, 95% CI "
                          "in brackets. `defaults`: the production options; `reference`: the arm the throughput "
@@ -399,4 +421,5 @@ def _safe(url: str) -> str:
 def write_tables(ctx, study, out: Path, rows, summary) -> None:
     trows, tcols = trial_rows(ctx, study)
     atomic_write_text(out / "trials.csv", csv_text(trows, tcols))
-    atomic_write_text(out / "validation.csv", csv_text(rows, list(rows[0])))
+    if rows:
+        atomic_write_text(out / "validation.csv", csv_text(rows, list(rows[0])))

@@ -1,0 +1,1 @@
+"""Document blocks, one module per command: record -> blocks (simlab/reporting/document.py)."""
