@@ -276,6 +276,13 @@ class AbRecord:
     def capacity_limited(self) -> bool:
         return any(v.p95_verdict == "capacity" for v in self.verdicts)
 
+    def to_frame(self):
+        """One row per run (policy or bound, seed) with every summary metric (pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame([{**r.row(), "bound": False} for r in self.runs]
+                            + [{**r.row(), "bound": True} for r in self.bound_runs])
+
 
 # --- tuning -----------------------------------------------------------------------------------------------------
 
@@ -362,6 +369,12 @@ class TuneRecord:
     def config(self, name: str) -> TuneConfig | None:
         return next((c for c in self.validation if c.config == name), None)
 
+    def to_frame(self):
+        """One row per validated configuration (pandas); empty inside `simlab decide`, which judges its own."""
+        import pandas as pd
+
+        return pd.DataFrame([c.row() for c in self.validation])
+
 
 # --- calibration and fit ----------------------------------------------------------------------------------------
 
@@ -394,6 +407,12 @@ class CalibrationRecord:
     points: list[dict[str, Any]]
     figures: list[str] = field(default_factory=list)
 
+    def to_frame(self):
+        """One row per point of the ramp (curve, offered rate, P95 with its CI), pandas."""
+        import pandas as pd
+
+        return pd.DataFrame(self.points)
+
 
 @register
 @dataclass
@@ -408,6 +427,13 @@ class FitRecord:
     scenario_text: str  # the fitted scenario in words ("" when it does not load)
     fit: dict[str, Any]  # fit.json's content
     figures: list[str] = field(default_factory=list)
+
+    def to_frame(self):
+        """fit.json flattened, one row per class (pandas)."""
+        import pandas as pd
+
+        classes = self.fit.get("classes") or {}
+        return pd.json_normalize([{"class": k, **v} for k, v in classes.items()])
 
 
 # --- decision (simlab/decision: `simlab decide`, and the frontier `ab` sweeps) ----------------------------------

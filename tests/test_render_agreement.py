@@ -260,14 +260,14 @@ def tune_record():
 
 
 def test_tune_tables_and_verdict_agree_everywhere(tmp_path, capsys):
-    from simlab.commands.tune import _print_summary
+    from simlab.commands.tune import print_summary
     from simlab.tuning.report import write_markdown
 
     rec = tune_record()
     assert rec.decision.status == "beaten"
     save(rec, tmp_path / "tune")
     write_markdown(rec, tmp_path / "tune")
-    _print_summary(rec, tmp_path / "tune", 1.0)
+    print_summary(rec, tmp_path / "tune", 1.0)
     term = capsys.readouterr().out
     html, page_md = build_report([str(tmp_path / "tune")], str(tmp_path / "page"))[:2]
     html, page_md = html.read_text(encoding="utf-8"), page_md.read_text(encoding="utf-8")
