@@ -318,15 +318,27 @@ class TuneConfig:
 
 @dataclass
 class TuneDecision:
-    """Whether the tuned options beat the defaults on held-out seeds, in a word (status) and in sentences."""
-    status: Literal["beaten", "not-validated", "at-bound", "overlap", "defaults-lower", "keep-defaults", "none"]
-    headline: str  # one sentence, **bold** lead
-    details: list[str]  # further sentences (the reference arm, noise-fitting)
+    """Whether the tuned options beat the defaults on held-out seeds, in a word (simlab/reporting/words.py says it
+    in sentences, from the record's numbers)."""
+    status: Literal["beaten", "not-validated", "at-bound", "overlap", "defaults-lower", "keep-defaults", "none",
+                    "in-decide"]
 
     @property
     def outcome(self) -> str | None:
         """'pass' when the tuned options are validated winners, 'fail' when nothing can be recommended."""
         return {"beaten": "pass", "not-validated": "fail", "none": "fail"}.get(self.status)
+
+
+@dataclass
+class TrialPoint:
+    """One trial of the study, as its figures draw it: the options evaluated and the search means."""
+    trial: int | str  # its slot in the reproducible sequence ("joined-N" for a joined worker's trial)
+    origin: str  # defaults | static-equivalent | sampled | joined
+    state: str  # COMPLETE | FAIL | RUNNING | ...
+    params: dict[str, float | None]
+    objective_ms: float | None
+    throughput_per_min: float | None
+    feasible: bool | None
 
 
 @register
@@ -361,6 +373,9 @@ class TuneRecord:
     holdout_conditions: list[str] = field(default_factory=lambda: ["base"])  # ... validated on (disjoint when 2+)
     # inside `simlab decide`: the search's picks (label -> simlab options), judged there, not validated here
     candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pick: str | None = None  # the validated configuration chosen ("best", "pareto-N")
+    trial_points: list[TrialPoint] = field(default_factory=list)
+    importances: dict[str, float] = field(default_factory=dict)  # Optuna's importance of each option (PED-ANOVA)
 
     @property
     def metric(self) -> str:

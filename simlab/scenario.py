@@ -290,7 +290,8 @@ class Decision(Strict):
     reference arm's (shown by a one-sided test); "slo": meet the SLO (shown, or within bound_tolerance of the
     batch-absent bound when nothing can) and maximise batch throughput. Arms within the margins of the best
     (fractions of its value) tie; ties go to higher throughput (lower P95 under "slo"), then to the simpler arm.
-    Every claim is Holm-corrected at the family-wise level 1 - level. `decide` races: it adds selection seeds
+    Every claim is Holm-corrected at the family-wise level 1 - level. `decide` tunes with `trials` trials, then
+    races: it adds selection seeds
     (first_seeds per held-out condition, doubling up to --replications) to the arms still in contention until
     the answer is settled, then reports the choice on confirm_seeds fresh seeds per held-out condition."""
 
@@ -301,7 +302,8 @@ class Decision(Strict):
     level: float = Field(default=0.95, gt=0.5, lt=1)  # 1 - the family-wise error rate of the rule's claims
     p95_margin: float = Field(default=0.02, ge=0, lt=1)  # P95 within this fraction of the other's: no worse
     throughput_margin: float = Field(default=0.02, ge=0, lt=1)  # throughput within this fraction: no worse
-    first_seeds: int | None = Field(default=None, ge=1)  # racing's first round; default: 6 units or more
+    trials: int = Field(default=20, ge=0)  # tuning trials of `decide` (its candidate is one arm racing judges)
+    first_seeds: int | None = Field(default=None, ge=1)  # racing's first round; default: 4 units or more
     confirm_seeds: int = Field(default=5, ge=2)  # fresh seeds per held-out condition for the reported numbers
     confirm_first_seed: int = Field(default=200_000, ge=0)
 

@@ -166,15 +166,20 @@ def test_ab_verdicts_agree_everywhere(ab_renderings, name):
         expected += [tol(v.longest_batch_stall_ms / 1000), (v.stranded, 0), (v.max_in_flight, 0)]
         if v.max_concurrency is not None:
             expected.append((v.max_concurrency, 0))
+        # the capacity verdict says what was judged: P95 in SLO bins, for how long (not on the terminal's short cell)
+        judged = [tol(rec.criteria.slo_bin_ms / 1000), tol(rec.criteria.p95_stay_ms / 1000)]
         for where, rows in renderings.items():
-            assert close(rows[v.policy], expected), (where, v.policy, rows[v.policy], expected)
-    words = {"pass": "pass", "fail": "FAIL", "capacity": "capacity: no scheduler can meet this SLO on this traffic"}
+            want = judged + expected if v.p95_verdict == "capacity" and where != "terminal" else expected
+            assert close(rows[v.policy], want), (where, v.policy, rows[v.policy], want)
+    from simlab.experiments.ab_report import capacity_text
+
+    words = {"pass": "pass", "fail": "FAIL", "capacity": capacity_text(rec.criteria)}
     for v in rec.verdicts:
         for text in (term, md, page_md, html):
             line = next(x for x in text.replace("<tr>", "\n").splitlines() if v.policy in x and "stretch" in x)
             word = "capacity (" if text is term and v.p95_verdict == "capacity" else words[v.p95_verdict]
             assert word in line, (v.policy, line)
-    assert ("no scheduler can meet this SLO on this traffic" in term) == rec.capacity_limited
+    assert ("no scheduler can pass criterion 1 on this traffic" in term) == rec.capacity_limited
     assert (name == "capacity") == rec.capacity_limited
 
 
@@ -232,8 +237,8 @@ def test_ab_comparisons_and_bounds_agree_everywhere(ab_renderings, name):
 # --- tuning --------------------------------------------------------------------------------------------------------
 
 def tune_record():
-    from simlab.records import TuneConfig, TuneRecord
-    from simlab.tuning.report import _production, decide
+    from simlab.records import TuneConfig, TuneDecision, TuneRecord
+    from simlab.tuning.report import _production, tune_status
 
     def config(name, obj, lo, hi, thr, tlo, thi, vs, search=None, trial=None):
         return dict(config=name, trial=trial, search_objective_ms=search, search_throughput_per_min=None,
@@ -256,19 +261,18 @@ def tune_record():
         required_throughput_per_min=412.25, study="agree-tune", storage="sqlite:///study.db",
         space={"windowMs": [2000.0, 30000.0], "smoothingAlpha": [0.05, 0.9]}, max_concurrency=8, note=None,
         holdout_seeds=[1001, 1002, 1003], validation=[TuneConfig(**s) for s in summary],
-        decision=decide("P95", "static", summary, pick), best_options=_production(pick["options"]))
+        decision=TuneDecision(tune_status(summary, pick)), best_options=_production(pick["options"]), pick="best")
 
 
-def test_tune_tables_and_verdict_agree_everywhere(tmp_path, capsys):
-    from simlab.commands.tune import print_summary
-    from simlab.tuning.report import write_markdown
+def test_tune_tables_and_verdict_agree_everywhere(tmp_path):
+    from simlab.reporting.blocks.tune import terminal, write_report
+    from simlab.reporting.words import tune_verdict
 
     rec = tune_record()
     assert rec.decision.status == "beaten"
     save(rec, tmp_path / "tune")
-    write_markdown(rec, tmp_path / "tune")
-    print_summary(rec, tmp_path / "tune", 1.0)
-    term = capsys.readouterr().out
+    write_report(rec, tmp_path / "tune")
+    term = terminal(rec, tmp_path / "tune", 1.0)
     html, page_md = build_report([str(tmp_path / "tune")], str(tmp_path / "page"))[:2]
     html, page_md = html.read_text(encoding="utf-8"), page_md.read_text(encoding="utf-8")
     md = (tmp_path / "tune" / "report.md").read_text(encoding="utf-8")
@@ -293,7 +297,7 @@ def test_tune_tables_and_verdict_agree_everywhere(tmp_path, capsys):
         for c in configs:
             assert close(rows[c], expected[c]), (where, c, rows[c], expected[c])
     # the verdict: one headline, the same numbers in all four
-    head = numbers(rec.decision.headline)
+    head = numbers(tune_verdict(rec)[0])
     assert head == numbers(next(x for x in term.splitlines() if x.startswith("verdict: ")))
     for text in (md, page_md, re.sub(r"<[^>]+>", "", html)):
         line = next(x for x in text.splitlines() if "beat the production defaults" in x)

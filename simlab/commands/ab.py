@@ -43,7 +43,10 @@ def main(args) -> int:
     result = run_ab(scenario, options, policies, run_seeds, out, positive(args.workers, "--workers"), baseline,
                     progress=not args.quiet, write=False, scheduler=args.scheduler_address,
                     tasks_format=args.tasks)
-    if not args.no_frontier:
+    if args.no_frontier:
+        for stale in ("decision.json", "answer.json", "frontier.csv"):  # a frontier of an earlier run: not this one
+            (out / stale).unlink(missing_ok=True)
+    else:
         from simlab.decision.ab import ab_decision
         from simlab.decision.frontier import cap_beyond_backend
         from simlab.reporting.words import ab_verdict, cap_beyond_backend as beyond_text

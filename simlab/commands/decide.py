@@ -11,7 +11,7 @@ def register(sub) -> None:
     p = sub.add_parser("decide", help="tune, race every static cap and adaptive arm on held-out traffic, confirm on "
                        "fresh seeds -> one answer and best-options.json")
     p.add_argument("scenario", help="scenario TOML file; [conditions] sets the traffic family, [decision] the rule")
-    p.add_argument("--trials", type=int, help="tuning trials (default: [tune] trials); 0 skips tuning")
+    p.add_argument("--trials", type=int, help="tuning trials (default: [decision] trials, 20); 0 skips tuning")
     p.add_argument("--replications", type=int,
                    help="at most this many selection seeds per held-out condition (default: [tune] holdout_seeds)")
     p.add_argument("--exhaustive", action="store_true",
@@ -57,6 +57,11 @@ def main(args) -> int:
                         warn=warn)
     try:
         record.figures = decision_figures(record, out)
+        if (out / "tune" / "result.json").is_file():  # the search's own record: its figures and report.md
+            from simlab.commands.tune import render
+            from simlab.records import load
+
+            render(load(out / "tune" / "result.json", "tune"), out / "tune", 0.0, quiet=True)
     except Exception as exc:  # noqa: BLE001 - a figure must never cost the answer
         warn(f"decision figures failed: {exc}")
     options = files.write(record, out)

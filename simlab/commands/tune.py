@@ -42,36 +42,39 @@ def main(args) -> int:
     workers = positive(args.workers, "--workers")
     base = scenario_options(scenario, args.options, "adaptive")
     capacity_check(scenario)
-    from simlab.tuning.run import run_tune, split_worlds
+    from simlab.tuning.run import Refused, run_tune, split_worlds
 
     for name, world in split_worlds(scenario):  # held-out conditions may carry more load than the scenario itself
         capacity_check(world, label=f"held-out condition {name}")
+    out = out_dir(args, scenario, "tune")
     started = time.perf_counter()
-    record = run_tune(scenario, base, out_dir(args, scenario, "tune"), trials=trials, workers=workers,
-                      storage=args.storage, study=args.study, objective=args.objective, mode=args.mode,
-                      join=args.join, progress=not args.quiet, force=args.force, warn=warn)
-    print_summary(record, out_dir(args, scenario, "tune"), time.perf_counter() - started)
-    pick = record.config("best") or next((c for c in record.validation if c.config.startswith("pareto-")), None)
+    try:
+        record = run_tune(scenario, base, out, trials=trials, workers=workers, storage=args.storage, study=args.study,
+                          objective=args.objective, mode=args.mode, join=args.join, progress=not args.quiet,
+                          force=args.force, warn=warn)
+    except Refused as refused:  # nothing exported, but the study's report is written
+        render(refused.record, out, time.perf_counter() - started)
+        raise
+    render(record, out, time.perf_counter() - started)
+    pick = record.config(record.pick) if record.pick else None
     if pick is not None and record.best_options is None:
         from simlab.tuning.report import CANDIDATE_FILE
 
         print(f"\nnot exported: the chosen options miss the batch-throughput constraint on held-out seeds "
               f"(paired margin's lower CI bound {pick.throughput_margin_ci_low:,.1f}/min < 0); candidate written to "
-              f"{out_dir(args, scenario, 'tune')}/{CANDIDATE_FILE}", file=sys.stderr)
+              f"{out}/{CANDIDATE_FILE}", file=sys.stderr)
         return 3
     return 0
 
 
-def print_summary(record, out, elapsed_s: float) -> None:
-    from simlab.experiments.tables import text_table
-    from simlab.tuning.report import validation_table
+def render(record, out, elapsed_s: float, quiet: bool = False) -> None:
+    """Figures and report.md from the record (saved again with its figures); the summary on the terminal."""
+    from simlab.reporting.blocks.tune import terminal, write_report
+    from simlab.reporting.figures.tune import tune_figures
+    from simlab.tuning.report import write_record
 
-    print(f"{record.scenario}: held-out {record.metric} on {len(record.holdout_seeds)} fresh seeds (95% CI)\n")
-    table = validation_table(record)
-    print(text_table(table.header, [[c.line() for c in row] for row in table.rows]))
-    if record.note:
-        print(f"\nnote: {record.note}")
-    print("\nverdict: " + record.decision.headline.replace("**", ""))
-    if record.best_options is not None:
-        print(f"\nbest options: {out}/best-options.json")
-    print(f"report: {out}/report.md  record: {out}/result.json  trials: {out}/trials.csv  ({elapsed_s:.1f} s)")
+    record.figures = tune_figures(record, out)
+    write_record(record, out)
+    write_report(record, out, elapsed_s)
+    if not quiet:
+        print(terminal(record, out, elapsed_s))

@@ -25,6 +25,9 @@ from simlab.experiments.plan import NO_BATCH, P95, THR, ArmSpec, Measurements, P
 from simlab.records import Round
 
 
+FIRST_UNITS = 4  # the first round's units: enough for a t-test to put clearly worse arms out
+
+
 @dataclass
 class Race:
     outcome: Outcome
@@ -43,8 +46,8 @@ def schedule(first: int, budget: int) -> list[int]:
 
 
 def first_seeds(rule, conditions: int, budget: int) -> int:
-    """Racing's first round: [decision] first_seeds, else enough seeds for 6 units (at least one per condition)."""
-    n = rule.first_seeds or max(1, math.ceil(6 / max(1, conditions)))
+    """Racing's first round: [decision] first_seeds, else enough seeds for 4 units (at least one per condition)."""
+    n = rule.first_seeds or max(1, math.ceil(FIRST_UNITS / max(1, conditions)))
     return min(n, budget)
 
 

@@ -17,8 +17,9 @@ Rule "slo": the same with the axes swapped: feasible when P95 is shown under the
 under the batch-absent bound x (1 + bound_tolerance)); the leader has the highest throughput; P95 decides the
 ties within the tie set.
 
-Settled: the choice is the same with every undecided arm counted in the tie set, counted out, and each one
-counted out alone; and with arms of undecided feasibility counted feasible. Otherwise the arms that move it
+The pick counts only the arms shown within the margins (undecided arms are out until shown in). Settled: the
+choice is the same with every undecided arm counted in, and with each one counted in alone; and with each arm
+of undecided feasibility counted feasible. Otherwise the arms that move it
 are named ("unsettling") and racing (simlab/decision/racing.py) measures more units.
 """
 
@@ -197,7 +198,8 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     feasible, limit, kind = feasibility(live, rule, reference, bound_p95, slo_ms, alpha)
     yes = [a for a in live if feasible[a.label] == "yes"]
     maybe = [a for a in live if feasible[a.label] == "undecided"]
-    base = _pick(yes, primary, secondary, alpha, defaults, p95, thr)
+    # the pick counts only arms shown within the margins; an undecided arm joins the tie set once shown to be
+    base = _pick(yes, primary, secondary, alpha, defaults, p95, thr, ALL)
     standings = {k: f.standing for k, f in frozen.items()}
     for a in live:
         standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""))
@@ -209,30 +211,33 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
         return Outcome(base.choice.label, base.pick.label, base.leader.label, base.second_leader.label, standings,
                        True, [], 0.0, limit, kind)
     # settled: the same choice whatever the undecided arms turn out to be
-    undecided = [k for k in base.tie if base.tie[k] == "undecided" or base.second.get(k) == "undecided"]
-    variants = {"all out": _pick(yes, primary, secondary, alpha, defaults, p95, thr, ALL)}
+    everyone = _pick(yes, primary, secondary, alpha, defaults, p95, thr)  # every undecided arm counted in
+    undecided = sorted({k for k, v in base.tie.items() if v == "undecided"}
+                       | {k for k, v in everyone.second.items() if v == "undecided"})
+    variants = {"all in": everyone}
     for k in undecided:
-        variants[k] = _pick(yes, primary, secondary, alpha, defaults, p95, thr, frozenset({k}))
+        variants[k] = _pick(yes, primary, secondary, alpha, defaults, p95, thr, frozenset(undecided) - {k})
     for a in maybe:
-        variants["feasible " + a.label] = _pick(yes + [a], primary, secondary, alpha, defaults, p95, thr)
+        variants["feasible " + a.label] = _pick(yes + [a], primary, secondary, alpha, defaults, p95, thr, ALL)
     moved = [k for k, v in variants.items() if v.choice is None or v.choice.label != base.choice.label]
-    unsettling = sorted({k.removeprefix("feasible ") for k in moved if k != "all out"}
-                        | (set(undecided) if "all out" in moved else set()))
-    needed = _needed(base, unsettling, {a.label: a for a in live}, primary, secondary, alpha, rule, reference, limit)
+    unsettling = sorted({k.removeprefix("feasible ") for k in moved if k != "all in"}
+                        | (set(undecided) if "all in" in moved and len(moved) == 1 else set()))
+    needed = _needed(base, everyone, unsettling, {a.label: a for a in live}, primary, secondary, alpha, rule,
+                     reference, limit)
     return Outcome(base.choice.label, base.pick.label, base.leader.label, base.second_leader.label, standings,
                    not moved, unsettling, needed, limit, kind)
 
 
-def _needed(base: _Pick, unsettling: list[str], by: dict[str, Arm], primary: Axis, secondary: Axis, alpha: float,
-            rule, reference, limit) -> float:
+def _needed(base: _Pick, everyone: _Pick, unsettling: list[str], by: dict[str, Arm], primary: Axis,
+            secondary: Axis, alpha: float, rule, reference, limit) -> float:
     """Units per arm that would decide every unsettling arm, if the effects stay as measured."""
     need = 0.0
     for k in unsettling:
         a = by[k]
         if base.tie.get(k) == "undecided":
             need = max(need, _needed_against(a, base.leader, primary, alpha))
-        if base.second.get(k) == "undecided":
-            need = max(need, _needed_against(a, base.second_leader, secondary, alpha))
+        if everyone.second.get(k) == "undecided" and everyone.second_leader is not None:
+            need = max(need, _needed_against(a, everyone.second_leader, secondary, alpha))
         if k not in base.tie:  # undecided feasibility
             need = max(need, _needed_feasibility([a], rule, reference, limit, alpha))
     return need

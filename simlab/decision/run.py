@@ -49,7 +49,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         raise InputError(scenario.path, "decision.confirm_first_seed",
                          f"confirmation seeds {confirm[0]}..{confirm[-1]} overlap the selection seeds {first}.."
                          f"{first + budget - 1}; the confirmation units must be fresh")
-    n_trials = scenario.tune.trials if trials is None else trials
+    n_trials = rule.trials if trials is None else trials
     tuned, tuning = [], None
     if n_trials > 0:
         from simlab.tuning.run import run_tune

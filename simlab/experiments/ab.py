@@ -35,10 +35,6 @@ NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
 AbResult = AbRecord
 
 
-def seeds_for(seed: int, replications: int) -> list[int]:
-    return list(range(seed, seed + replications))
-
-
 def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds: bool = True,
          tasks_format: str = "auto") -> list[Job]:
     jobs = [

@@ -210,7 +210,7 @@ def write_report(r: AbRecord, out: Path) -> None:
     out = Path(out)
     doc = Document(f"A/B: {r.scenario}")
     doc.add(Paragraph(r.scenario_text), *verdict_blocks(r, 2), Heading(2, "Results per policy"), *ab_blocks(r, 2))
-    decision = frontier_record(out)
+    decision = frontier_record(out) if r.verdict else None
     if decision is not None:
         from simlab.reporting.blocks.decide import frontier_blocks
 

@@ -22,7 +22,7 @@ SIGNS = {
     "calibrate": ("calibration.json", "knee.csv"),
     "fit": ("fit.json", "rates.csv"),
 }
-EXPECTED = ("the output folder of simlab decide, ab, tune, calibrate or fit (with its result.json), or a folder holding "
+EXPECTED = ("the output folder of simlab ab, decide, tune, calibrate or fit (with its result.json), or a folder holding "
             "such folders")
 
 

@@ -26,11 +26,6 @@ CAPTIONS = {
     "queues": "Per policy: tasks waiting at the scheduler, per class, and in the backend's own queue.",
     "tradeoff": "Batch throughput against interactive P95, means over all seeds with 95% CIs: up and to the left is "
                 "better. Dotted lines: the bounds (P95 with batch absent, throughput of batch alone).",
-    "optimization_history": "The objective of each feasible trial, in trial order, and the best so far.",
-    "param_importances": "Which options matter for the objective: Optuna's importance estimate over the completed trials.",
-    "slices": "The objective against each option, one panel per option; each dot is a trial.",
-    "pareto_front": "Every trial: interactive latency against batch throughput, the required throughput (dashed), "
-                    "the production defaults and the chosen options.",
     "knee": "Interactive P95 against the offered interactive rate, with 95% CIs over seeds: batch absent, batch "
             "present at its full cap, and adaptive with the recommended options. Each knee is where a curve crosses "
             "the SLO; the recommended interactiveRpsThreshold is marked.",
@@ -116,7 +111,7 @@ def _ab(doc: Document, s: Source, placed, many: bool) -> None:
 
     doc.add(Heading(2, f"A/B: {s.name}" + (f" (`{s.label}`)" if many else "")), *verdict_blocks(s.record, 3),
             *ab_blocks(s.record, 3))
-    decision = frontier_record(s.path)
+    decision = frontier_record(s.path) if s.record.verdict else None
     if decision is not None:
         doc.add(*frontier_blocks(decision, 3))
 
@@ -124,7 +119,7 @@ def _ab(doc: Document, s: Source, placed, many: bool) -> None:
 # --- tuning ---------------------------------------------------------------------------------------------------
 
 def _tune(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.tuning.report import tune_blocks
+    from simlab.reporting.blocks.tune import tune_blocks
 
     doc.add(Heading(2, f"Tuned options: {s.name}" + (f" (`{s.label}`)" if many else "")), *tune_blocks(s.record, 3))
 
@@ -288,12 +283,12 @@ def _figures(doc: Document, sources: list[Source], placed: set[Path]) -> None:
 
 def caption(f: Path) -> str:
     from simlab.reporting.figures.decision import CAPTIONS as DECISION
+    from simlab.reporting.figures.tune import CAPTIONS as TUNE
 
     stem = f.stem
-    if stem in CAPTIONS:
-        return CAPTIONS[stem]
-    if stem in DECISION:
-        return DECISION[stem]
+    for captions in (CAPTIONS, TUNE, DECISION):  # figure names are unique across commands
+        if stem in captions:
+            return captions[stem]
     for key in ("arrivals", "lengths"):
         if stem.startswith(key + "-"):
             kind = stem[len(key) + 1:]

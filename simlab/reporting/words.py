@@ -4,8 +4,9 @@ section; a renderer (terminal, report.md, the review page) calls these and never
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
-from simlab.experiments.tables import fmt_num
+from simlab.experiments.tables import fmt_ci, fmt_num
 
 
 def ci(i, unit: str = "", sign: bool = False) -> str:
@@ -144,6 +145,9 @@ def decide_headline(r) -> str:
         return f"No recommendation: no deployable arm is shown to keep {what} on the selection units."
     c = r.arm(r.choice)
     if not r.settled:
+        if r.command == "ab":
+            return (f"Not settled on the A/B's {len(r.selection_units)} seeds: {arm_name(r, r.choice)} leads, but "
+                    f"{arms_text(r, r.unsettling)} could still move the answer.")
         return (f"Not settled: {arm_name(r, r.choice)} leads, but {arms_text(r, r.unsettling)} could still move the "
                 f"answer after {r.seeds_budget} selection seeds per held-out condition; no options exported.")
     if c.family == "baseline":
@@ -176,8 +180,12 @@ def decide_sentences(r) -> list[str]:
     else:
         out.append(f"No other arm is within the {first} margin ({margins_text(r)}) of {arm_name(r, r.choice)}.")
     if not r.settled:
-        needed = seeds_text(r.seeds_needed)
-        out.append(f"About {needed} selection seeds per held-out condition (--replications) would settle it.")
+        if r.command == "ab":
+            out.append("`simlab decide` races the contenders on more seeds and held-out traffic, and confirms on "
+                       "fresh ones.")
+        else:
+            out.append(f"About {seeds_text(r.seeds_needed)} selection seeds per held-out condition (--replications) "
+                       "would settle it.")
         return out
     where = (f"On {len(r.confirmation_units)} fresh confirmation units" if r.confirmation_units
              else "On the A/B's seeds (no confirmation units)")
@@ -283,3 +291,71 @@ def ab_verdict(r) -> str:
     caps = [a.cap for a in r.selection if a.family == "static" and a.cap is not None]
     swept = f"static caps {min(caps)}..{max(caps)} swept" if caps else "no static cap swept"
     return f"{decide_headline(r).rstrip('.')} ({r.rule} rule, {swept})."
+
+
+# --- tune (simlab tune, and the search inside simlab decide) ------------------------------------------------------
+
+def tune_verdict(r) -> tuple[str, list[str]]:
+    """Says plainly whether the tuned options beat the defaults on held-out seeds, and if not, why: (headline,
+    further sentences), from the TuneRecord's numbers and its status."""
+    if r.decision.status == "in-decide":
+        return ("Not validated here: `simlab decide` judges these candidates on its own held-out units.", [])
+    metric, reference_name = r.metric, r.reference
+    summary = [asdict(c) for c in r.validation]
+    chosen = r.config(r.pick) if r.pick else None
+    pick = asdict(chosen) if chosen is not None else None
+    by = {s["config"]: s for s in summary}
+    defaults, bound = by["defaults"], by.get("bound-no-batch")
+    if pick is None:
+        return ("No configuration can be recommended: no trial kept batch throughput at the required level. Loosen "
+                "`throughput_fraction` or widen the bounds.", [])
+    ms = lambda s: f"{fmt_num(s['holdout_objective_ms'])} ms"  # noqa: E731
+    need = fmt_num(pick["required_throughput_per_min"])
+    status = r.decision.status  # decided once, from the numbers (simlab/tuning/report.py: tune_status)
+    if status == "beaten":
+        head = (f"**The tuned options beat the production defaults on held-out seeds**: {metric} {ms(pick)} vs "
+                f"{ms(defaults)}, non-overlapping 95% CIs, with batch throughput "
+                f"{fmt_num(pick['holdout_throughput_per_min'])}/min (required {need}).")
+    elif status == "not-validated":
+        head = (f"**Not validated**: on held-out seeds the tuned options miss the batch-throughput constraint "
+                f"({fmt_num(pick['holdout_throughput_per_min'])} < {need}/min); the search seeds flattered them.")
+    elif status == "at-bound":
+        head = (
+            f"**The defaults cannot be beaten on {metric} here**: they already reach {ms(defaults)}, the lower bound "
+            f"set by the interactive traffic alone ({ms(bound)} with batch absent, which no scheduler can beat "
+            "without preempting running work). "
+            + (f"They pay for it in batch throughput: {fmt_num(defaults['holdout_throughput_per_min'])}/min, below the "
+               f"required {need}/min. The tuned options meet the constraint "
+               f"({fmt_num(pick['holdout_throughput_per_min'])}/min) at {metric} {ms(pick)}, "
+               f"{_tune_pct(pick['holdout_objective_ms'], bound['holdout_objective_ms'])} above the bound."
+               if not defaults["meets_constraint"] else "The tuned options match them within the noise.")
+        )
+    elif status == "overlap":
+        head = (f"**The defaults cannot be beaten with confidence**: held-out {metric} {ms(pick)} tuned vs "
+                f"{ms(defaults)} defaults, and the 95% CIs overlap.")
+    else:  # defaults-lower, keep-defaults
+        head = (
+            f"**The defaults have the lower {metric}** ({ms(defaults)} vs {ms(pick)} tuned), "
+            + ("but they miss the batch-throughput constraint "
+               f"({fmt_num(defaults['holdout_throughput_per_min'])} < {need}/min): the tuned options are the best "
+               "latency that keeps batch work at the required pace." if not defaults["meets_constraint"]
+               else "and meet the constraint too: keep the defaults.")
+        )
+    reference = by["reference"]
+    details = [
+        f"Against the reference arm (`{reference_name}` at the production options, "
+        f"{fmt_num(reference['holdout_throughput_per_min'])} batch/min): tuned {metric} {ms(pick)} vs {ms(reference)}, "
+        f"paired difference {fmt_ci(pick['vs_reference_diff_ms'], pick['vs_reference_ci_low'], pick['vs_reference_ci_high'])} ms."
+    ]
+    so = pick["search_objective_ms"]
+    if so is not None and math.isfinite(pick["holdout_objective_ci_low"]) and so < pick["holdout_objective_ci_low"]:
+        details.append(
+            f"Noise-fitting: the search measured {fmt_num(so)} ms for these options, below their held-out 95% CI "
+            f"[{fmt_num(pick['holdout_objective_ci_low'])}, {fmt_num(pick['holdout_objective_ci_high'])}]: the search "
+            "picked them partly for the luck of its seeds. More search seeds (`[tune] seeds`) make it more honest."
+        )
+    return head, details
+
+
+def _tune_pct(value: float, base: float) -> str:
+    return f"{100 * (value - base) / base:.1f}%" if base else "–"

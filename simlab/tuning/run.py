@@ -8,7 +8,6 @@ candidates (the record's `candidates`) and nothing is exported from the tune fol
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -17,6 +16,18 @@ from simlab.errors import InputError
 from simlab.policies import SchedulerOptions
 from simlab.records import TuneRecord
 from simlab.scenario import Scenario
+
+
+class Refused(InputError):
+    """No policy can meet the SLO on this traffic, so nothing was exported; `record` is the study's record, for the
+    caller to render before it reports the error."""
+
+    def __init__(self, record: TuneRecord, source, where, message):
+        super().__init__(source, where, message)
+        self.record = record
+
+    def __reduce__(self):
+        return (InputError, (self.source, self.where, self.message))
 
 
 def quiet_optuna() -> None:
@@ -35,19 +46,20 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
              storage: str | None = None, study: str | None = None, objective: str | None = None,
              mode: str | None = None, join: bool = False, progress: bool = True, force: bool = False,
              validate: bool = True, warn: Callable[[str], None] | None = None) -> TuneRecord:
-    """Tune, validate (unless `validate` is False), write the folder; the record. `warn` receives warnings (the
-    capacity of the traffic, the batch-absent floor). InputError when no policy can meet the SLO and `force`
-    is not set (the study and report are kept)."""
+    """Tune, validate (unless `validate` is False), write the study's files and the record (result.json); the
+    record (its report and figures are the caller's: simlab/reporting). `warn` receives warnings (the capacity
+    of the traffic, the batch-absent floor). InputError when no policy can meet the SLO and `force` is not set
+    (raised after the record is written, so the study and report are kept: the caller renders first, see
+    `Refused`)."""
     from simlab.experiments import capacity
     from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
-    from simlab.tuning.report import figures, write_best, write_candidate, write_report, write_tables
+    from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
     from simlab.tuning.space import build_space
     from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study
     from simlab.tuning.validation import choose, search_picks, validate as run_validation
     from simlab.world.conditions import split
 
     quiet_optuna()
-    started = time.perf_counter()
     say = warn or (lambda _message: None)
     changes = {k: v for k, v in (("objective", objective), ("mode", mode)) if v is not None}
     if changes:
@@ -111,20 +123,18 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
             bar.close()
 
     if not validate:
-        picks = search_picks(ctx, result)
+        picks = search_picks(ctx, result, n_trials)
         write_candidate(out, picks)
         write_tables(ctx, result, out, None, None)
-        figs = figures(ctx, result, out)
-        return write_report(ctx, result, out, [], None, None, figs, time.perf_counter() - started, candidates=picks)
+        return write_record(build_record(ctx, result, [], None, None, candidates=picks), out)
     candidates, note = choose(ctx, result)
     rows, summary = run_validation(ctx, candidates, out, workers, progress)
     refuse = (unreachable or above) and not force
     pick = None if refuse else write_best(out, summary, ctx.multi)
     write_tables(ctx, result, out, rows, summary)
-    figs = figures(ctx, result, out)
-    record = write_report(ctx, result, out, summary, note, pick, figs, time.perf_counter() - started)
+    record = write_record(build_record(ctx, result, summary, note, pick), out)
     if refuse:
-        raise InputError(
+        raise Refused(record,
             scenario.path, "slo_p95_ms",
             f"no policy can meet the SLO ({scenario.slo_p95_ms:,.0f} ms) on this traffic (see the capacity warning "
             f"above), so no options were exported. The study, trials and report are kept in {out}; fix the "

@@ -98,11 +98,12 @@ def pick_best(ctx: TuneContext, trials):
     return by.get(outcome.choice) if outcome.choice else None
 
 
-def search_picks(ctx: TuneContext, study) -> dict[str, dict]:
-    """What the search proposes to `simlab decide`, as simlab options: the rule's pick over the trials
-    ("adaptive-tuned") and, when it differs, the feasible trial with the lowest search objective
-    ("adaptive-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour throughput)."""
-    trials = completed(study)
+def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[str, dict]:
+    """What the search proposes to `simlab decide`, as simlab options: the rule's pick over the first `n_trials`
+    trials ("adaptive-tuned") and, when it differs, the feasible trial with the lowest search objective
+    ("adaptive-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour throughput). Trials
+    beyond `n_trials` (a study grown by an earlier, longer run) are left out, so --trials N means N."""
+    trials = [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
     out = {}
     best = pick_best(ctx, trials)
     if best is not None:
