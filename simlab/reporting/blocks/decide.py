@@ -147,7 +147,7 @@ def terminal(r) -> str:
     from simlab.experiments.tables import text_table
 
     lines = words.decide_sentences(r)
-    out = ["\n".join(lines)]
+    out = [lines[0]] + ([" ".join(lines[1:])] if len(lines) > 1 else [])
     if r.confirmation:
         t = arms_table(r, confirmation=True)
         out += ["", f"fresh confirmation units ({len(r.confirmation_units)}):",
