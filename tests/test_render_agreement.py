@@ -352,7 +352,7 @@ def decide_record():
         max_concurrency=4, backend_slots=4, conditions=["base"], search_conditions=["base"], selection_units=units,
         confirmation_units=units, selection=sel, confirmation=conf, choice=out.choice, pick=out.pick,
         leader=out.leader, second_leader=out.second_leader, no_choice="", limit_ms=None, limit_kind="",
-        settled=out.settled, unsettling=[], seeds_needed=None, seeds_budget=8,
+        settled=out.settled, settled_by="decided", unsettling=[], seeds_needed=None, seeds_budget=8,
         rounds=[Round(8, 4, 32, out.choice, out.tie_set, out.settled)], best_static=out.choice,
         best_adaptive="adaptive-defaults", bound_p95=Interval(99.0, 98.0, 100.0), confirmed=True,
         constraint_missed=False, slo_met="yes", per_condition=[], exported=True, exit_code=0, runs=64,

@@ -63,6 +63,7 @@ def ab_decision(scenario, options, result, out: Path | None, workers: int = 1, p
         selection=arm_results(arms, outcome, rule, by.get(ref), {}), confirmation=[], choice=outcome.choice,
         pick=outcome.pick, leader=outcome.leader, second_leader=outcome.second_leader, no_choice=outcome.no_choice,
         limit_ms=outcome.limit_ms, limit_kind=outcome.limit_kind, settled=outcome.settled,
+        settled_by="decided" if outcome.settled else "",
         unsettling=list(outcome.unsettling), seeds_needed=None, seeds_budget=len(result.seeds),
         rounds=[Round(len(result.seeds), len(arms), plan.runs, outcome.choice, outcome.tie_set, outcome.settled)],
         best_static=best_of(arms, "static", rule, by.get(ref), defaults, bound, scenario),

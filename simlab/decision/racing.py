@@ -9,8 +9,12 @@ spent: then the answer is unsettled, and the record says which arms keep it so a
 decide them. The baselines (not deployable) run in round 0 only, for the record; the reference arm and the
 bounds the rule reads run in every round.
 
-`exhaustive=True` measures every arm on every selection unit of the budget in one round: the same rule on
-more runs, to check that racing gives the same answer (benchmarks/run.py counts the runs it saves).
+Racing also stops when the choice and its tie set are the same after two rounds in a row (the tie set has
+stopped changing) even though some arms are still undecided; the record says which criterion ended it.
+
+`exhaustive=True` measures every arm on every selection unit of the budget first, then judges the same rounds
+on the units of their seeds: the same rule on more runs, to check that racing gives the same answer
+(benchmarks/run.py counts the runs it saves).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class Race:
     frozen: dict[str, Frozen]
     rounds: list[Round]
     bound_p95: list[float] | None
+    stable: bool  # settled by the rule, or the same choice and tie set two rounds in a row
+    settled_by: str  # "decided" | "unchanged" | "" (the budget ran out first)
 
 
 def schedule(first: int, budget: int) -> list[int]:
@@ -58,29 +64,43 @@ def arms_of(measured: Measurements, specs: list[ArmSpec]) -> list[Arm]:
 
 def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, reference: str | None, defaults: dict,
          slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
-    """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition."""
-    steps = [budget] if exhaustive else schedule(first_seeds(rule, len(plan.conditions), budget), budget)
+    """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
+    Stable: the rule says settled (no undecided arm could move the choice), or the choice and its tie set are the
+    same after two rounds in a row. `exhaustive`: every arm on every unit first, then the same rounds judged on
+    the units of their seeds (so the two answers are comparable)."""
+    steps = schedule(first_seeds(rule, len(plan.conditions), budget), budget)
     frozen: dict[str, Frozen] = {}
     rounds: list[Round] = []
     done = 0
     every_round = [b for b in bounds if b.label == NO_BATCH] if rule.rule == "slo" else []
+    start = plan.runs
+    if exhaustive:  # every arm on every unit, then the same rounds judged on the units of their seeds
+        plan.add_seeds(list(range(first_seed, first_seed + budget)))
+        plan.run(specs + bounds)
     for k, n in enumerate(steps):
         units = plan.add_seeds(list(range(first_seed + done, first_seed + n)))
         live = [s for s in specs if s.label not in frozen and (k == 0 or s.family != "baseline" or s.label == reference)]
-        before = plan.runs
+        before = start if k == 0 else plan.runs
         plan.run(live + (bounds if k == 0 else every_round), units)
-        arms = arms_of(plan.measured, specs)
+        upto = len(plan.conditions) * n  # the units of the first n seeds (the plan orders units seed by seed)
+        arms = [a.on(slice(0, upto)) for a in arms_of(plan.measured, specs)]
         by = {a.label: a for a in arms}
-        bound = plan.measured.values(NO_BATCH, P95) if bounds else None
+        bound = plan.measured.values(NO_BATCH, P95)[:upto] if bounds else None
         outcome = judge(arms, rule, by.get(reference), defaults, bound, slo_ms, frozen)
-        rounds.append(Round(n, len(live), plan.runs - before, outcome.choice, outcome.tie_set, outcome.settled))
+        unchanged = bool(rounds) and (rounds[-1].choice, rounds[-1].tie_set) == (outcome.choice, outcome.tie_set)
+        stable = outcome.settled or unchanged
+        rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
+                            outcome.tie_set, stable))
         done = n
-        if outcome.settled or n >= budget:
+        if exhaustive:
+            continue  # judged at every step, to the budget: nothing stops, nothing is frozen
+        if stable or n >= budget:
             break
         for label, st in outcome.standings.items():
             if label in frozen or label in (reference, outcome.choice, outcome.leader, outcome.second_leader):
                 continue
             if st.feasible == "no" or st.tie == "out" or st.second == "out":
                 frozen[label] = Frozen(st, k)
-    bound = [float(v) for v in plan.measured.values(NO_BATCH, P95)] if bounds else None
-    return Race(outcome, arms, frozen, rounds, bound)
+    bound = [float(v) for v in plan.measured.values(NO_BATCH, P95)[:upto]] if bounds else None
+    return Race(outcome, arms, frozen, rounds, bound, stable, "decided" if outcome.settled else (
+        "unchanged" if stable else ""))

@@ -2,8 +2,9 @@
 is settled. Nothing here runs a simulation; every test is in simlab/decision/compare.py.
 
 Rule "constrained" (the default), on the scenario's [decision] table:
-1. Feasible: batch throughput >= throughput_fraction x the reference arm's, unit by unit (paired), shown by a
-   one-sided t-test at alpha = 1 - level; infeasible when shown below; otherwise undecided (not eligible).
+1. Feasible: batch throughput >= throughput_fraction x the reference arm's, unit by unit (paired), within the
+   throughput margin (a shortfall smaller than the margin is no shortfall), shown by a one-sided t-test at
+   alpha = 1 - level; infeasible when shown below; otherwise undecided (not eligible).
 2. The leader is the feasible arm with the lowest mean P95. The tie set: the feasible arms not shown worse than
    the leader by more than p95_margin x its P95 (Holm over the arms): those shown within the margin
    ("equivalent") and those the units cannot yet tell apart ("undecided").
@@ -14,8 +15,8 @@ Rule "constrained" (the default), on the scenario's [decision] table:
 5. No arm of the tie set may dominate the pick (compare.dominators, Holm): the choice moves to the dominator
    with the highest throughput (then lowest P95) until none is left.
 Rule "slo": the same with the axes swapped: feasible when P95 is shown under the SLO (or, when no arm can be,
-under the batch-absent bound x (1 + bound_tolerance)); the leader has the highest throughput; P95 decides the
-ties within the tie set.
+under the batch-absent bound x (1 + bound_tolerance)), within the P95 margin; the leader has the highest
+throughput; P95 decides the ties within the tie set.
 
 The pick counts only the arms shown within the margins (undecided arms are out until shown in). Settled: the
 choice is the same with every undecided arm counted in, and with each one counted in alone; and with each arm
@@ -97,21 +98,31 @@ class Frozen:
     round: int
 
 
+def constraint_gap(a: Arm, rule, reference: Arm | None, limit: float | None):
+    """Per unit, how far `a` is inside the rule's constraint (> 0: inside), the axis's margin counted as no
+    worse: "constrained", throughput - (1 - throughput_margin) x throughput_fraction x the reference's; "slo",
+    (1 + p95_margin) x limit - P95. None when there is nothing to judge against."""
+    if rule.rule == "constrained":
+        if reference is None:
+            return None
+        return a.throughput - (1 - rule.throughput_margin) * rule.throughput_fraction * reference.throughput
+    if limit is None:
+        return None
+    return (1 + rule.p95_margin) * limit - a.p95
+
+
 def feasibility(arms: list[Arm], rule, reference: Arm | None, bound_p95, slo_ms: float | None,
                 alpha: float) -> tuple[dict[str, str], float | None, str]:
     """Feasibility of each deployable arm (yes / no / undecided), and for the "slo" rule the limit judged."""
-    out: dict[str, str] = {}
-    if rule.rule == "constrained":
+    def judged(limit) -> dict[str, str]:
+        out = {}
         for a in arms:
-            if reference is None:
-                out[a.label] = "yes"
-                continue
-            d = a.throughput - rule.throughput_fraction * reference.throughput
-            out[a.label] = _three(p_above(d), p_below(d), alpha)
-        return out, None, ""
-    def judged(limit: float) -> dict[str, str]:
-        return {a.label: _three(p_below(a.p95 - limit), p_above(a.p95 - limit), alpha) for a in arms}
+            gap = constraint_gap(a, rule, reference, limit)
+            out[a.label] = "yes" if gap is None else _three(p_above(gap), p_below(gap), alpha)
+        return out
 
+    if rule.rule == "constrained":
+        return judged(None), None, ""
     out, limit, kind = judged(slo_ms), slo_ms, "slo"
     bound = mean(bound_p95) if bound_p95 is not None else math.nan
     if not any(v in ("yes", "undecided") for v in out.values()) and math.isfinite(bound):
@@ -257,10 +268,9 @@ def _needed_against(a: Arm, anchor: Arm, axis: Axis, alpha: float) -> float:
 def _needed_feasibility(arms: list[Arm], rule, reference, limit, alpha: float) -> float:
     need = 0.0
     for a in arms:
-        if rule.rule == "constrained" and reference is not None:
-            need = max(need, units_to_decide(a.throughput - rule.throughput_fraction * reference.throughput, alpha))
-        elif limit is not None:
-            need = max(need, units_to_decide(a.p95 - limit, alpha))
+        gap = constraint_gap(a, rule, reference, limit)
+        if gap is not None:
+            need = max(need, units_to_decide(gap, alpha))
     return need
 
 

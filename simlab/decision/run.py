@@ -76,7 +76,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     checks: list[ConditionCheck] = []
     confirmed, missed, slo_met, dominated = False, False, "", {}
     carms: list[Arm] = []
-    if outcome.choice is not None and outcome.settled:
+    if outcome.choice is not None and raced.stable:
         keep = [outcome.choice, *outcome.tie_set, reference, best_static, best_adaptive]
         cspecs = [s for s in specs if s.label in keep]
         cplan.add_seeds(confirm)
@@ -96,7 +96,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
                                 scenario)
         contradiction = _uniform_contradiction(checks)
         confirmed = not dom.dominators and not missed and not contradiction
-    exported = bool(confirmed and outcome.settled and by[outcome.choice].deployable)
+    exported = bool(confirmed and raced.stable and by[outcome.choice].deployable)
     cb = cplan.measured.values(NO_BATCH, P95) if carms and bounds else None
     bound_values = cb if cb is not None else (np.asarray(raced.bound_p95) if raced.bound_p95 else None)
     selection_units = list(plan.measured.units)
@@ -113,8 +113,8 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         confirmation=arm_results(carms, outcome, rule, {a.label: a for a in carms}.get(reference), {}, dominated),
         choice=outcome.choice, pick=outcome.pick, leader=outcome.leader, second_leader=outcome.second_leader,
         no_choice=outcome.no_choice, limit_ms=outcome.limit_ms, limit_kind=outcome.limit_kind,
-        settled=outcome.settled, unsettling=list(outcome.unsettling),
-        seeds_needed=_seeds(outcome.units_needed, len(held)) if not outcome.settled else None,
+        settled=raced.stable, settled_by=raced.settled_by, unsettling=list(outcome.unsettling),
+        seeds_needed=_seeds(outcome.units_needed, len(held)) if outcome.unsettling else None,
         seeds_budget=budget, rounds=raced.rounds, best_static=best_static, best_adaptive=best_adaptive,
         bound_p95=_interval(bound_values) if bound_values is not None else None,
         confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
@@ -142,11 +142,12 @@ def _three(p_yes: float, p_no: float, alpha: float) -> str:
 
 
 def _misses(choice: Arm, reference: Arm | None, rule, limit_ms, alpha: float) -> bool:
-    """The confirmation units show the choice below the required throughput ("constrained") or above the limit
-    the "slo" rule judged."""
-    if rule.rule == "constrained":
-        return reference is not None and p_below(choice.throughput - rule.throughput_fraction * reference.throughput) < alpha
-    return limit_ms is not None and p_above(choice.p95 - limit_ms) < alpha
+    """The confirmation units show the choice outside the rule's constraint, by more than its margin (below the
+    required throughput under "constrained", above the limit under "slo")."""
+    from simlab.decision.rule import constraint_gap
+
+    gap = constraint_gap(choice, rule, reference, limit_ms)
+    return gap is not None and p_below(gap) < alpha
 
 
 def _per_condition(measured: Measurements, held, choice: Arm, arms: list[Arm], rule, reference, defaults,

@@ -92,16 +92,21 @@ def _reported(r, label: str | None):
 def _why(r) -> str:
     """How the rule got from the tie set to the choice."""
     first, second = ("P95", "throughput") if r.rule == "constrained" else ("throughput", "P95")
+    best = "highest" if second == "throughput" else "lowest"
     if r.pick and r.pick != r.choice:
         return (f"which dominates {arm_name(r, r.pick)}, the simplest of the ties (better on one axis, within the "
                 "margin on the other)")
-    tied = [a.label for a in r.selection if a.tie in ("leader", "equivalent", "undecided")
-            and a.second in ("leader", "equivalent", "undecided")]
+    shown = [a.label for a in r.selection if a.tie in ("leader", "equivalent")]
+    tied = [a.label for a in r.selection if a.label in shown and a.second in ("leader", "equivalent")]
+    if len(shown) == 1:
+        return f"the {'lowest' if first == 'P95' else 'highest'} {first}"
     if len(tied) > 1:
-        best = "highest" if second == "throughput" else "lowest"
         return f"the simplest of those within the margin of the {best} {second} ({arms_text(r, tied)})"
-    best = "highest" if second == "throughput" else "lowest"
-    return f"the {best} {second} of the arms tied on {first}"
+    return f"the {best} {second} of those shown within the margin"
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _slo_text(r, c) -> str:
@@ -171,14 +176,25 @@ def decide_sentences(r) -> list[str]:
                        "seeds per held-out condition would decide.")
         return out
     c = _reported(r, r.choice)
-    ties = r.tie_set
-    others = [t for t in ties if t != r.choice]
     first = "P95" if r.rule == "constrained" else "throughput"
-    if others:
-        out.append(f"{arms_text(r, ties)[:1].upper() + arms_text(r, ties)[1:]} are equivalent on {first} within the "
-                   f"margins ({margins_text(r)}); the rule picks {arm_name(r, r.choice)}, {_why(r)}.")
+    shown = [a.label for a in r.selection if a.tie in ("leader", "equivalent")]
+    open_ = [a.label for a in r.selection if a.tie == "undecided"]
+    if len(shown) > 1:
+        text = f"{_cap(arms_text(r, shown))} are equivalent on {first} within the margins ({margins_text(r)})"
     else:
-        out.append(f"No other arm is within the {first} margin ({margins_text(r)}) of {arm_name(r, r.choice)}.")
+        text = f"{_cap(arm_name(r, r.leader))} has the best {first}; no other arm is shown within the margins " \
+               f"({margins_text(r)})"
+    if open_:
+        text += (f"; {arms_text(r, open_)} {'is' if len(open_) == 1 else 'are'} not told apart from it yet (neither "
+                 "shown within the margin nor beyond)")
+    out.append(f"{text}. The rule picks {arm_name(r, r.choice)}, {_why(r)}"
+               + (", and would whatever the undecided arms turn out to be." if open_ and r.settled_by == "decided"
+                  else "."))
+    if r.settled_by == "unchanged" and len(r.rounds) >= 2:
+        a, b = r.rounds[-2].seeds, r.rounds[-1].seeds
+        out.append(f"The choice and its tie set did not change from {a} to {b} selection seeds per held-out condition"
+                   + (f"; {arms_text(r, r.unsettling)} could still move it, and about {seeds_text(r.seeds_needed)} "
+                      "seeds per condition would decide" if r.unsettling else "") + ".")
     if not r.settled:
         if r.command == "ab":
             out.append("`simlab decide` races the contenders on more seeds and held-out traffic, and confirms on "
@@ -191,7 +207,8 @@ def decide_sentences(r) -> list[str]:
              else "On the A/B's seeds (no confirmation units)")
     thr = f"{ci(c.throughput, 'jobs/min')}"
     if r.rule == "constrained" and r.reference and c.required_margin is not None:
-        thr += (f", {'above' if c.required_margin.mean >= 0 else 'below'} the required {required_text(r)}")
+        thr += (f", above the required {required_text(r)}" if c.required_margin.mean >= 0 else
+                f", within the {pct(r.throughput_margin)} margin of the required {required_text(r)}")
     out.append(f"{where}: P95 {ci(c.p95, 'ms')}, {_slo_text(r, c)}; {thr}.")
     versus = r.best_adaptive if r.arm(r.choice).family == "static" else r.best_static
     trade = trade_text(r, versus)
