@@ -504,7 +504,7 @@ class ConditionCheck:
     p95: Interval
     throughput: Interval
     dominators: list[str]  # arms that dominate the choice there (Holm over the arms compared)
-    worse_than_choice: list[str]  # ... and arms shown worse than it there beyond a margin
+    worse_than_choice: list[str]  # ... and arms shown worse than it there, beyond a margin on either axis
     best_static: str | None  # the rule over the static caps alone, on these units
 
 

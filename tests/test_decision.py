@@ -319,6 +319,7 @@ def test_a_per_condition_contradiction_blocks_the_export():
     from simlab.records import ConditionCheck, Interval
 
     i = Interval(1.0, 0.5, 1.5)
+    # static-5 dominates the choice on a, and is shown worse than it (on P95 or throughput) on b
     traded = [ConditionCheck("a", 5, i, i, ["static-5"], [], None), ConditionCheck("b", 5, i, i, [], ["static-5"], None)]
     assert _uniform_contradiction(traded) == []  # a trade-off across conditions, said in the answer
     alone = [ConditionCheck("a", 5, i, i, ["static-5"], [], None), ConditionCheck("b", 5, i, i, [], [], None)]

@@ -53,7 +53,7 @@ def write(r: DecideRecord, out: Path) -> Path | None:
         rows = [{"condition": c.condition, "units": c.units, "p95_mean": c.p95.mean, "p95_ci_low": c.p95.ci_low,
                  "p95_ci_high": c.p95.ci_high, "throughput_mean": c.throughput.mean,
                  "throughput_ci_low": c.throughput.ci_low, "throughput_ci_high": c.throughput.ci_high,
-                 "dominators": " ".join(c.dominators), "dominated": " ".join(c.worse_than_choice),
+                 "dominators": " ".join(c.dominators), "worse": " ".join(c.worse_than_choice),
                  "best_static": c.best_static} for c in r.per_condition]
         atomic_write_text(out / "conditions.csv", csv_text(rows, list(rows[0])))
     if r.rounds:

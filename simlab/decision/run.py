@@ -160,7 +160,7 @@ def _per_condition(measured: Measurements, held, choice: Arm, arms: list[Arm], r
         mine = choice.on(mask)
         others = [a.on(mask) for a in arms]
         dom = dominators(mine, others, p95_axis, thr_axis, alpha).dominators
-        beaten = dominators_of(mine, others, p95_axis, thr_axis, alpha)
+        beaten = worse_somewhere(mine, others, p95_axis, thr_axis, alpha)
         statics = [a for a in others if a.family == "static"]
         ref = reference.on(mask) if reference is not None else None
         best = judge(statics, rule, ref, defaults, None, scenario.slo_p95_ms, settle=False).choice if statics else None
@@ -169,19 +169,20 @@ def _per_condition(measured: Measurements, held, choice: Arm, arms: list[Arm], r
     return out
 
 
-def dominators_of(choice: Arm, others: list[Arm], p95_axis, thr_axis, alpha: float) -> list[str]:
-    """The arms the choice dominates (the same test, the other way round), Holm over them."""
-    from simlab.decision.compare import holm, route_pvalues
+def worse_somewhere(choice: Arm, others: list[Arm], p95_axis, thr_axis, alpha: float) -> list[str]:
+    """The arms shown worse than the choice by more than a margin on either axis (Holm over both axes of every
+    arm compared)."""
+    from simlab.decision.compare import holm, worse_beyond
 
     others = [o for o in others if o.label != choice.label]
-    routes = [p for o in others for p in route_pvalues(choice, o, p95_axis, thr_axis)]
-    rejected, _ = holm(routes, alpha)
+    tests = [p for o in others for p in (worse_beyond(o, choice, p95_axis), worse_beyond(o, choice, thr_axis))]
+    rejected, _ = holm(tests, alpha)
     return [o.label for i, o in enumerate(others) if rejected[2 * i] or rejected[2 * i + 1]]
 
 
 def _uniform_contradiction(checks: list[ConditionCheck]) -> list[str]:
-    """Arms that dominate the choice on some held-out condition and that the choice dominates on none: the
-    pooled pick is contradicted, not traded off."""
+    """Arms that dominate the choice on some held-out condition and are shown worse than it (beyond a margin, on
+    either axis) on none: the pooled pick is contradicted, not traded off."""
     dom = {a for c in checks for a in c.dominators}
     traded = {a for c in checks for a in c.worse_than_choice}
     return sorted(dom - traded)

@@ -246,12 +246,12 @@ def condition_sentences(r) -> list[str]:
         many = len(arms) > 1
         who = arms_text(r, arms)
         if lost:
-            out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice, and on "
-                       f"{', '.join(lost)} the choice dominates {'them' if many else 'it'}: a fixed setting trades "
-                       "one condition for the other.")
+            out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice, but on "
+                       f"{', '.join(lost)} {'they are' if many else 'it is'} worse than it beyond a margin: a fixed "
+                       "setting trades one condition for another.")
         else:
             out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice and "
-                       f"{'are' if many else 'is'} dominated on no other held-out condition: the pooled pick is "
+                       f"{'are' if many else 'is'} shown worse on no other held-out condition: the pooled pick is "
                        "contradicted there; not exported.")
     return out
 

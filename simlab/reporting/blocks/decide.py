@@ -80,7 +80,7 @@ def conditions_table(r) -> Table:
              Cell(", ".join(c.worse_than_choice) or "none"), Cell(words.arm_name(r, c.best_static))]
             for c in r.per_condition]
     return Table(["condition", "units", "choice P95 ms", "choice jobs/min", "dominate the choice there",
-                  "the choice dominates there", "best static there"], rows, align="lrrrlll")
+                  "worse than the choice there", "best static there"], rows, align="lrrrlll")
 
 
 def answer_blocks(r) -> list:
