@@ -304,7 +304,8 @@ class Decision(Strict):
     throughput_margin: float = Field(default=0.02, ge=0, lt=1)  # throughput within this fraction: no worse
     trials: int = Field(default=20, ge=0)  # tuning trials of `decide` (its candidate is one arm racing judges)
     first_seeds: int | None = Field(default=None, ge=1)  # racing's first round; default: 4 units or more
-    confirm_seeds: int = Field(default=5, ge=2)  # fresh seeds per held-out condition for the reported numbers
+    confirm_seeds: int | None = Field(default=None, ge=2)  # fresh seeds per held-out condition (default: 10 units
+    # or more, at least 3 seeds per condition) for the reported numbers
     confirm_first_seed: int = Field(default=200_000, ge=0)
 
 

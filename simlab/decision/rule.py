@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simlab.decision.compare import (P95, THR, Arm, Axis, alpha_of, axes, dominators, equivalent, holm, p_above,
+from simlab.decision.compare import (Arm, Axis, alpha_of, axes, dominators, equivalent, holm, p_above,
                                      p_below, units_to_decide, worse_beyond)
 
 FEASIBILITY = ("yes", "no", "undecided")
@@ -273,6 +273,3 @@ def _needed_feasibility(arms: list[Arm], rule, reference, limit, alpha: float) -
             need = max(need, units_to_decide(gap, alpha))
     return need
 
-
-def primary_axis(rule) -> str:
-    return P95 if rule.rule == "constrained" else THR

@@ -20,8 +20,7 @@ from typing import Callable
 import numpy as np
 
 from simlab.decision.compare import P95, THR, Arm, alpha_of, axes, dominators, p_above, p_below
-from simlab.decision.frontier import (backend_slots, decide_specs, exported_options, production_options,
-                                      reference_label)
+from simlab.decision.frontier import backend_slots, decide_specs, production_options, reference_label
 from simlab.decision.racing import arms_of, race
 from simlab.decision.rule import judge
 from simlab.errors import InputError
@@ -32,9 +31,6 @@ from simlab.records import ArmResult, ConditionCheck, DecideRecord, Interval, Tu
 from simlab.scenario import Scenario
 from simlab.world.conditions import split
 
-BURST_ARMS = "burst"  # the two runs whose time series the burst figure draws (first confirmation unit)
-
-
 def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None,
                replications: int | None = None, workers: int = 1, progress: bool = True, scheduler=None,
                exhaustive: bool = False, warn: Callable[[str], None] | None = None) -> DecideRecord:
@@ -44,7 +40,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     search, held = split(scenario)
     budget = scenario.tune.holdout_seeds if replications is None else replications
     first = scenario.tune.holdout_first_seed
-    confirm = list(range(rule.confirm_first_seed, rule.confirm_first_seed + rule.confirm_seeds))
+    confirm = list(range(rule.confirm_first_seed, rule.confirm_first_seed + confirm_seeds(rule, len(held))))
     if set(confirm) & set(range(first, first + budget)):
         raise InputError(scenario.path, "decision.confirm_first_seed",
                          f"confirmation seeds {confirm[0]}..{confirm[-1]} overlap the selection seeds {first}.."
@@ -123,6 +119,14 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     )
 
 
+CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pooled claims
+
+
+def confirm_seeds(rule, conditions: int) -> int:
+    """[decision] confirm_seeds, else enough seeds for 10 units, at least 3 per held-out condition."""
+    return rule.confirm_seeds or max(3, math.ceil(CONFIRM_UNITS / max(1, conditions)))
+
+
 def best_of(arms: list[Arm], family: str, rule, reference, defaults, bound, scenario) -> str | None:
     """The rule over one family alone (selection units): the best static cap, the best adaptive arm; when none
     is feasible, the family's best arm on the rule's first axis (for the sentence's trade-off)."""
@@ -186,10 +190,6 @@ def _uniform_contradiction(checks: list[ConditionCheck]) -> list[str]:
     dom = {a for c in checks for a in c.dominators}
     traded = {a for c in checks for a in c.worse_than_choice}
     return sorted(dom - traded)
-
-
-def contradicted(record: DecideRecord) -> list[str]:
-    return _uniform_contradiction(record.per_condition)
 
 
 def _interval(values) -> Interval:

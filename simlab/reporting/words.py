@@ -40,9 +40,6 @@ def cap_beyond_backend(max_concurrency: int, slots: int) -> str:
 
 # --- decide (simlab decide, and the frontier verdict of simlab ab) ------------------------------------------------
 
-FAMILY_WORDS = {"static": "static cap", "adaptive": "adaptive", "baseline": "baseline"}
-
-
 def caps_text(caps: list[int]) -> str:
     """[3, 4, 5, 7] -> '3-5 and 7'."""
     caps = sorted(caps)
