@@ -62,6 +62,15 @@ def arms_of(measured: Measurements, specs: list[ArmSpec]) -> list[Arm]:
                 s.family, s.cap) for s in specs]
 
 
+def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> None:
+    """Arms shown infeasible, or out on either axis, stop being measured after round k (their standing kept)."""
+    for label, st in outcome.standings.items():
+        if label in frozen or label in keep:
+            continue
+        if st.feasible == "no" or st.tie == "out" or st.second == "out":
+            frozen[label] = Frozen(st, k)
+
+
 def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, reference: str | None, defaults: dict,
          slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
     """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
@@ -96,11 +105,7 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
             continue  # judged at every step, to the budget: nothing stops, nothing is frozen
         if stable or n >= budget:
             break
-        for label, st in outcome.standings.items():
-            if label in frozen or label in (reference, outcome.choice, outcome.leader, outcome.second_leader):
-                continue
-            if st.feasible == "no" or st.tie == "out" or st.second == "out":
-                frozen[label] = Frozen(st, k)
+        stop_the_out(outcome, frozen, k, keep=(reference, outcome.choice, outcome.leader, outcome.second_leader))
     bound = [float(v) for v in plan.measured.values(NO_BATCH, P95)[:upto]] if bounds else None
     return Race(outcome, arms, frozen, rounds, bound, stable, "decided" if outcome.settled else (
         "unchanged" if stable else ""))

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -69,29 +70,14 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario)
 
     cplan = Plan(scenario, held, out / "confirmation", workers, progress, scheduler)
-    checks: list[ConditionCheck] = []
-    confirmed, missed, slo_met, dominated = False, False, "", {}
-    carms: list[Arm] = []
+    c = Confirmation()
     if outcome.choice is not None and raced.stable:
         keep = [outcome.choice, *outcome.tie_set, reference, best_static, best_adaptive]
-        cspecs = [s for s in specs if s.label in keep]
-        cplan.add_seeds(confirm)
         burst = {(a, held[0].name, confirm[0]) for a in (best_adaptive, outcome.choice, best_static) if a}
-        cplan.run(cspecs + bounds, series=burst)
-        carms = arms_of(cplan.measured, cspecs)
-        cby = {a.label: a for a in carms}
-        choice = cby[outcome.choice]
-        p95_axis, thr_axis = axes(rule)
-        alpha = alpha_of(rule)
-        deployable = [a for a in carms if a.deployable]
-        dom = dominators(choice, deployable, p95_axis, thr_axis, alpha)
-        dominated = {k: (k in dom.dominators, p) for k, p in dom.adjusted_p.items()}
-        missed = _misses(choice, cby.get(reference), rule, outcome.limit_ms, alpha)
-        slo_met = _three(p_below(choice.p95 - scenario.slo_p95_ms), p_above(choice.p95 - scenario.slo_p95_ms), alpha)
-        checks = _per_condition(cplan.measured, held, choice, deployable, rule, cby.get(reference), defaults,
-                                scenario)
-        contradiction = _uniform_contradiction(checks)
-        confirmed = not dom.dominators and not missed and not contradiction
+        c = confirm_choice(cplan, [s for s in specs if s.label in keep], bounds, confirm, burst, outcome, reference,
+                           rule, defaults, scenario)
+    confirmed, missed, slo_met, dominated, checks, carms = (c.confirmed, c.missed, c.slo_met, c.dominated, c.checks,
+                                                            c.arms)
     exported = bool(confirmed and raced.stable and by[outcome.choice].deployable)
     cb = cplan.measured.values(NO_BATCH, P95) if carms and bounds else None
     bound_values = cb if cb is not None else (np.asarray(raced.bound_p95) if raced.bound_p95 else None)
@@ -125,6 +111,40 @@ CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pool
 def confirm_seeds(rule, conditions: int) -> int:
     """[decision] confirm_seeds, else enough seeds for 10 units, at least 3 per held-out condition."""
     return rule.confirm_seeds or max(3, math.ceil(CONFIRM_UNITS / max(1, conditions)))
+
+
+@dataclass
+class Confirmation:
+    """The choice against its contenders on the confirmation units."""
+
+    confirmed: bool = False
+    missed: bool = False  # shown outside the constraint (beyond its margin)
+    slo_met: str = ""  # yes | no | undecided
+    dominated: dict = field(default_factory=dict)  # label -> (dominates the choice, Holm-adjusted p)
+    checks: list[ConditionCheck] = field(default_factory=list)
+    arms: list[Arm] = field(default_factory=list)
+
+
+def confirm_choice(cplan: Plan, cspecs, bounds, seeds: list[int], burst, outcome, reference: str | None, rule,
+                   defaults: dict, scenario: Scenario) -> Confirmation:
+    """Run the choice and its contenders on fresh seeds (the same held-out conditions) and test it again: no
+    dominator (Holm), the constraint not shown missed, the SLO, and every held-out condition alone."""
+    cplan.add_seeds(seeds)
+    cplan.run(cspecs + bounds, series=burst)
+    arms = arms_of(cplan.measured, cspecs)
+    by = {a.label: a for a in arms}
+    choice = by[outcome.choice]
+    p95_axis, thr_axis = axes(rule)
+    alpha = alpha_of(rule)
+    deployable = [a for a in arms if a.deployable]
+    dom = dominators(choice, deployable, p95_axis, thr_axis, alpha)
+    missed = _misses(choice, by.get(reference), rule, outcome.limit_ms, alpha)
+    gap = choice.p95 - scenario.slo_p95_ms
+    checks = _per_condition(cplan.measured, cplan.conditions, choice, deployable, rule, by.get(reference), defaults,
+                            scenario)
+    return Confirmation(not dom.dominators and not missed and not _uniform_contradiction(checks), missed,
+                        _three(p_below(gap), p_above(gap), alpha),
+                        {k: (k in dom.dominators, p) for k, p in dom.adjusted_p.items()}, checks, arms)
 
 
 def best_of(arms: list[Arm], family: str, rule, reference, defaults, bound, scenario) -> str | None:
