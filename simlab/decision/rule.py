@@ -18,9 +18,9 @@ Rule "slo": the same with the axes swapped: feasible when P95 is shown under the
 under the batch-absent bound x (1 + bound_tolerance)), within the P95 margin; the leader has the highest
 throughput; P95 decides the ties within the tie set.
 
-The pick counts only the arms shown within the margins (undecided arms are out until shown in). Settled: the
-choice is the same with every undecided arm counted in, and with each one counted in alone; and with each arm
-of undecided feasibility counted feasible. Otherwise the arms that move it
+An undecided arm counts in a tie set when its point estimate is within the margin (the best guess the units
+allow). Settled: the choice is the same with every undecided arm counted in, every one counted out, and each
+one counted the other way; and with each arm of undecided feasibility counted feasible. Otherwise the arms that move it
 are named ("unsettling") and racing (simlab/decision/racing.py) measures more units.
 """
 
@@ -167,21 +167,33 @@ class _Pick:
     second: dict[str, str]
 
 
+def inside(a: Arm, anchor: Arm, axis: Axis) -> bool:
+    """The point estimate of `a` is within the margin of the anchor's (its best guess, while undecided)."""
+    v, w = mean(a.values(axis.name)), mean(anchor.values(axis.name))
+    return v <= (1 + axis.margin) * w if axis.lower_is_better else v >= (1 - axis.margin) * w
+
+
 def _pick(pool: list[Arm], primary: Axis, secondary: Axis, alpha: float, defaults: dict, p95: Axis, thr: Axis,
-          count_out: frozenset | None = None) -> _Pick:
-    """Steps 2-5 on the feasible `pool`. `count_out`: undecided arms counted out of the tie sets (None: none;
-    the empty frozenset is the same; `ALL` counts every undecided arm out)."""
+          force: str | None = None, flip: frozenset = frozenset()) -> _Pick:
+    """Steps 2-5 on the feasible `pool`. An undecided arm counts in a tie set when its point estimate is within
+    the margin (`force` "in" / "out": every undecided arm in / out; `flip`: these undecided arms the other way)."""
     if not pool:
         return _Pick(None, None, None, None, {}, {})
-    out = count_out or frozenset()
+
+    def counts(a: Arm, standing: str, anchor: Arm, axis: Axis) -> bool:
+        if standing in ("leader", "equivalent"):
+            return True
+        if standing != "undecided":
+            return False
+        guess = {"in": True, "out": False}.get(force) if force else inside(a, anchor, axis)
+        return guess != (a.label in flip)
+
     leader = _best(pool, primary, defaults)
     tie = against(leader, pool, primary, alpha)
-    kept = [a for a in pool if tie[a.label] in ("leader", "equivalent")
-            or (tie[a.label] == "undecided" and not (out is ALL or a.label in out))]
+    kept = [a for a in pool if counts(a, tie[a.label], leader, primary)]
     top = _best(kept, secondary, defaults)
     second = against(top, kept, secondary, alpha)
-    tied = [a for a in kept if second[a.label] in ("leader", "equivalent")
-            or (second[a.label] == "undecided" and not (out is ALL or a.label in out))]
+    tied = [a for a in kept if counts(a, second[a.label], top, secondary)]
     first = min(tied, key=lambda a: (simplicity(a, defaults), -score(a, primary), a.label))
     chosen = first
     for _ in range(len(kept)):
@@ -193,7 +205,6 @@ def _pick(pool: list[Arm], primary: Axis, secondary: Axis, alpha: float, default
     return _Pick(chosen, first, leader, top, tie, second)
 
 
-ALL = frozenset({"*"})  # count every undecided arm out
 
 
 def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p95=None, slo_ms: float | None = None,
@@ -209,8 +220,9 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     feasible, limit, kind = feasibility(live, rule, reference, bound_p95, slo_ms, alpha)
     yes = [a for a in live if feasible[a.label] == "yes"]
     maybe = [a for a in live if feasible[a.label] == "undecided"]
-    # the pick counts only arms shown within the margins; an undecided arm joins the tie set once shown to be
-    base = _pick(yes, primary, secondary, alpha, defaults, p95, thr, ALL)
+    # an undecided arm counts in a tie set on its point estimate; the answer is settled when that guess does not
+    # matter: every undecided arm in, every one out, each one the other way, each undecided feasibility counted in
+    base = _pick(yes, primary, secondary, alpha, defaults, p95, thr)
     standings = {k: f.standing for k, f in frozen.items()}
     for a in live:
         standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""))
@@ -221,18 +233,17 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     if not settle:
         return Outcome(base.choice.label, base.pick.label, base.leader.label, base.second_leader.label, standings,
                        True, [], 0.0, limit, kind)
-    # settled: the same choice whatever the undecided arms turn out to be
-    everyone = _pick(yes, primary, secondary, alpha, defaults, p95, thr)  # every undecided arm counted in
+    everyone = _pick(yes, primary, secondary, alpha, defaults, p95, thr, "in")
     undecided = sorted({k for k, v in base.tie.items() if v == "undecided"}
                        | {k for k, v in everyone.second.items() if v == "undecided"})
-    variants = {"all in": everyone}
+    variants = {"all in": everyone, "all out": _pick(yes, primary, secondary, alpha, defaults, p95, thr, "out")}
     for k in undecided:
-        variants[k] = _pick(yes, primary, secondary, alpha, defaults, p95, thr, frozenset(undecided) - {k})
+        variants[k] = _pick(yes, primary, secondary, alpha, defaults, p95, thr, flip=frozenset({k}))
     for a in maybe:
-        variants["feasible " + a.label] = _pick(yes + [a], primary, secondary, alpha, defaults, p95, thr, ALL)
+        variants["feasible " + a.label] = _pick(yes + [a], primary, secondary, alpha, defaults, p95, thr)
     moved = [k for k, v in variants.items() if v.choice is None or v.choice.label != base.choice.label]
-    unsettling = sorted({k.removeprefix("feasible ") for k in moved if k != "all in"}
-                        | (set(undecided) if "all in" in moved and len(moved) == 1 else set()))
+    singles = {k.removeprefix("feasible ") for k in moved if k not in ("all in", "all out")}
+    unsettling = sorted(singles or (set(undecided) if moved else set()))
     needed = _needed(base, everyone, unsettling, {a.label: a for a in live}, primary, secondary, alpha, rule,
                      reference, limit)
     return Outcome(base.choice.label, base.pick.label, base.leader.label, base.second_leader.label, standings,
