@@ -11,8 +11,11 @@ even one false claim is at most alpha, however many arms there are.
 
 Domination of C by X, the claim that moves or blocks an answer, is two routes, each an intersection-union test
 (both parts must reject; its p-value is the larger of the two):
-  route P95:        X's P95 is lower than C's (superior)   and X's throughput is within the margin (non-inferior)
-  route throughput: X's throughput is higher (superior)    and X's P95 is within the margin (non-inferior)
+  route P95:        X's P95 is lower than C's by more than the margin (superior) and X's throughput is no lower
+                    than C's by the margin or more (non-inferior)
+  route throughput: X's throughput is higher by more than the margin, and X's P95 is no higher by the margin
+The margins say which differences matter: a gain smaller than the margin does not count, as a loss smaller
+than it does not.
 X dominates C when either route is rejected after Holm over both routes of every arm compared with C.
 """
 
@@ -109,9 +112,11 @@ def p_below(d) -> float:
 
 
 def superior(x: Arm, c: Arm, axis: Axis) -> float:
-    """p of H1: x is better than c on `axis`."""
-    d = x.values(axis.name) - c.values(axis.name)
-    return p_below(d) if axis.lower_is_better else p_above(d)
+    """p of H1: x is better than c on `axis` by more than the margin (a smaller gain is no gain, as a smaller loss
+    is no loss)."""
+    if axis.lower_is_better:
+        return p_below(x.p95 - (1 - axis.margin) * c.p95)
+    return p_above(x.throughput - (1 + axis.margin) * c.throughput)
 
 
 def noninferior(x: Arm, c: Arm, axis: Axis) -> float:

@@ -9,8 +9,8 @@ spent: then the answer is unsettled, and the record says which arms keep it so a
 decide them. The baselines (not deployable) run in round 0 only, for the record; the reference arm and the
 bounds the rule reads run in every round.
 
-Racing also stops when the choice and its tie set are the same after two rounds in a row (the tie set has
-stopped changing) even though some arms are still undecided; the record says which criterion ended it.
+Racing also stops when the tie set is the same after two rounds in a row (it has stopped changing) even though
+some arms are still undecided; the record says which criterion ended it.
 
 `exhaustive=True` measures every arm on every selection unit of the budget first, then judges the same rounds
 on the units of their seeds: the same rule on more runs, to check that racing gives the same answer
@@ -39,7 +39,7 @@ class Race:
     frozen: dict[str, Frozen]
     rounds: list[Round]
     bound_p95: list[float] | None
-    stable: bool  # settled by the rule, or the same choice and tie set two rounds in a row
+    stable: bool  # settled by the rule, or the same tie set two rounds in a row
     settled_by: str  # "decided" | "unchanged" | "" (the budget ran out first)
 
 
@@ -74,8 +74,8 @@ def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> N
 def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, reference: str | None, defaults: dict,
          slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
     """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
-    Stable: the rule says settled (no undecided arm could move the choice), or the choice and its tie set are the
-    same after two rounds in a row. `exhaustive`: every arm on every unit first, then the same rounds judged on
+    Stable: the rule says settled (no undecided arm could move the choice), or the tie set is the same after two
+    rounds in a row (the choice within it may still change with the tie-break). `exhaustive`: every arm on every unit first, then the same rounds judged on
     the units of their seeds (so the two answers are comparable)."""
     steps = schedule(first_seeds(rule, len(plan.conditions), budget), budget)
     frozen: dict[str, Frozen] = {}
@@ -96,7 +96,7 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
         by = {a.label: a for a in arms}
         bound = plan.measured.values(NO_BATCH, P95)[:upto] if bounds else None
         outcome = judge(arms, rule, by.get(reference), defaults, bound, slo_ms, frozen)
-        unchanged = bool(rounds) and (rounds[-1].choice, rounds[-1].tie_set) == (outcome.choice, outcome.tie_set)
+        unchanged = bool(rounds) and rounds[-1].tie_set == outcome.tie_set
         stable = outcome.settled or unchanged
         rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
                             outcome.tie_set, stable))

@@ -11,9 +11,10 @@ Rule "constrained" (the default), on the scenario's [decision] table:
 3. Within the tie set, the arm with the highest mean throughput; the arms not shown below it by more than
    throughput_margin tie on throughput too.
 4. The pick: the simplest of those (static before adaptive, fewer options changed from production, rounder
-   values), then the lowest P95.
-5. No arm of the tie set may dominate the pick (compare.dominators, Holm): the choice moves to the dominator
-   with the highest throughput (then lowest P95) until none is left.
+   values), then the highest throughput, then the lowest P95.
+5. No arm of the tie set may dominate the pick (compare.dominators, Holm: better by more than a margin on one
+   axis, no worse by a margin on the other): the choice moves to the dominator with the highest throughput (then
+   lowest P95) until none is left.
 Rule "slo": the same with the axes swapped: feasible when P95 is shown under the SLO (or, when no arm can be,
 under the batch-absent bound x (1 + bound_tolerance)), within the P95 margin; the leader has the highest
 throughput; P95 decides the ties within the tie set.
@@ -194,7 +195,7 @@ def _pick(pool: list[Arm], primary: Axis, secondary: Axis, alpha: float, default
     top = _best(kept, secondary, defaults)
     second = against(top, kept, secondary, alpha)
     tied = [a for a in kept if counts(a, second[a.label], top, secondary)]
-    first = min(tied, key=lambda a: (simplicity(a, defaults), -score(a, primary), a.label))
+    first = min(tied, key=lambda a: (simplicity(a, defaults), -score(a, secondary), -score(a, primary), a.label))
     chosen = first
     for _ in range(len(kept)):
         better = dominators(chosen, kept, p95, thr, alpha).dominators

@@ -86,6 +86,23 @@ def _reported(r, label: str | None):
     return r.arm(label, confirmation=True) or r.arm(label)
 
 
+def _counted(r, standing_of, anchor: str | None, axis: str) -> list[str]:
+    """The arms the rule counted in a tie set: shown within the margin, or undecided with the point estimate
+    inside it (simlab/decision/rule.py)."""
+    ref = r.arm(anchor)
+    out = []
+    for a in r.selection:
+        s = standing_of(a)
+        if s in ("leader", "equivalent"):
+            out.append(a.label)
+        elif s == "undecided" and ref is not None:
+            v, w = (a.p95.mean, ref.p95.mean) if axis == "P95" else (a.throughput.mean, ref.throughput.mean)
+            margin = r.p95_margin if axis == "P95" else r.throughput_margin
+            if (v <= (1 + margin) * w) if axis == "P95" else (v >= (1 - margin) * w):
+                out.append(a.label)
+    return out
+
+
 def _why(r) -> str:
     """How the rule got from the tie set to the choice."""
     first, second = ("P95", "throughput") if r.rule == "constrained" else ("throughput", "P95")
@@ -93,17 +110,14 @@ def _why(r) -> str:
     if r.pick and r.pick != r.choice:
         return (f"which dominates {arm_name(r, r.pick)}, the simplest of the ties (better on one axis, within the "
                 "margin on the other)")
-    shown = [a.label for a in r.selection if a.tie in ("leader", "equivalent")]
-    tied = [a.label for a in r.selection if a.label in shown and a.second in ("leader", "equivalent")]
-    if len(shown) == 1:
+    ties = _counted(r, lambda a: a.tie, r.leader, first)
+    tied = [x for x in _counted(r, lambda a: a.second, r.second_leader, second) if x in ties]
+    if len(ties) <= 1:
         return f"the {'lowest' if first == 'P95' else 'highest'} {first}"
     if len(tied) > 1:
-        return f"the simplest of those within the margin of the {best} {second} ({arms_text(r, tied)})"
-    return f"the {best} {second} of those shown within the margin"
-
-
-def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
+        return (f"the simplest of those within the {second} margin of the {best} ({arms_text(r, tied)}; undecided "
+                "arms counted on their point estimates)")
+    return f"the {best} {second} of those within the {first} margin"
 
 
 def _slo_text(r, c) -> str:
@@ -148,10 +162,12 @@ def decide_headline(r) -> str:
     c = r.arm(r.choice)
     if not r.settled:
         if r.command == "ab":
-            return (f"Not settled on the A/B's {len(r.selection_units)} seeds: {arm_name(r, r.choice)} leads, but "
-                    f"{arms_text(r, r.unsettling)} could still move the answer.")
-        return (f"Not settled: {arm_name(r, r.choice)} leads, but {arms_text(r, r.unsettling)} could still move the "
-                f"answer after {r.seeds_budget} selection seeds per held-out condition; no options exported.")
+            return (f"Not settled on the A/B's {len(r.selection_units)} seeds: the pick ({arm_name(r, r.choice)} for "
+                    f"now) depends on {arms_text(r, r.unsettling)}, which these seeds cannot yet place inside or "
+                    "outside the margins.")
+        return (f"Not settled after {r.seeds_budget} selection seeds per held-out condition: the pick ("
+                f"{arm_name(r, r.choice)} for now) depends on {arms_text(r, r.unsettling)}, which the units cannot "
+                "yet place inside or outside the margins; no options exported.")
     if c.family == "baseline":
         return f"{c.label} is best here, but it is not a production scheduler setting."
     what = (f"a static cap of {c.cap} (batchMinConcurrency = batchMaxConcurrency = {c.cap})" if c.family == "static"
@@ -177,10 +193,11 @@ def decide_sentences(r) -> list[str]:
     shown = [a.label for a in r.selection if a.tie in ("leader", "equivalent")]
     open_ = [a.label for a in r.selection if a.tie == "undecided"]
     if len(shown) > 1:
-        text = f"{_cap(arms_text(r, shown))} are equivalent on {first} within the margins ({margins_text(r)})"
+        text = (f"On the selection units, {arms_text(r, shown)} are equivalent on {first} within the margins "
+                f"({margins_text(r)})")
     else:
-        text = f"{_cap(arm_name(r, r.leader))} has the best {first}; no other arm is shown within the margins " \
-               f"({margins_text(r)})"
+        text = (f"On the selection units, {arm_name(r, r.leader)} has the best {first}; no other arm is shown within "
+                f"the margins ({margins_text(r)})")
     if open_:
         text += (f"; {arms_text(r, open_)} {'is' if len(open_) == 1 else 'are'} not told apart from it yet (neither "
                  "shown within the margin nor beyond)")
@@ -189,7 +206,7 @@ def decide_sentences(r) -> list[str]:
                   else "."))
     if r.settled_by == "unchanged" and len(r.rounds) >= 2:
         a, b = r.rounds[-2].seeds, r.rounds[-1].seeds
-        out.append(f"The choice and its tie set did not change from {a} to {b} selection seeds per held-out condition"
+        out.append(f"The tie set did not change from {a} to {b} selection seeds per held-out condition"
                    + (f"; {arms_text(r, r.unsettling)} could still move it, and about {seeds_text(r.seeds_needed)} "
                       "seeds per condition would decide" if r.unsettling else "") + ".")
     if not r.settled:
