@@ -224,9 +224,12 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     # an undecided arm counts in a tie set on its point estimate; the answer is settled when that guess does not
     # matter: every undecided arm in, every one out, each one the other way, each undecided feasibility counted in
     base = _pick(yes, primary, secondary, alpha, defaults, p95, thr)
-    standings = {k: f.standing for k, f in frozen.items()}
-    for a in live:
-        standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""))
+    standings = {}
+    for a in arms:  # in the arms' order; the arms racing stopped keep their standing
+        if a.label in frozen:
+            standings[a.label] = frozen[a.label].standing
+        elif a in live:
+            standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""))
     if base.choice is None:
         unsettling = [a.label for a in maybe]
         return Outcome(None, None, None, None, standings, not unsettling, unsettling,

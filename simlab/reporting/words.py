@@ -185,7 +185,7 @@ def decide_sentences(r) -> list[str]:
     out = [decide_headline(r)]
     if r.choice is None:
         if r.unsettling:
-            out.append(f"{arms_text(r, r.unsettling)} may be feasible: about {seeds_text(r.seeds_needed)} selection "
+            out.append(f"{arms_text(r, r.unsettling)} may be feasible: {seeds_text(r.seeds_needed)} selection "
                        "seeds per held-out condition would decide.")
         return out
     c = _reported(r, r.choice)
@@ -199,7 +199,7 @@ def decide_sentences(r) -> list[str]:
         text = (f"On the selection units, {arm_name(r, r.leader)} has the best {first}; no other arm is shown within "
                 f"the margins ({margins_text(r)})")
     if open_:
-        text += (f"; {arms_text(r, open_)} {'is' if len(open_) == 1 else 'are'} not told apart from it yet (neither "
+        text += (f"; {arms_text(r, open_)} {'is' if len(open_) == 1 else 'are'} not told apart from the best yet (neither "
                  "shown within the margin nor beyond)")
     out.append(f"{text}. The rule picks {arm_name(r, r.choice)}, {_why(r)}"
                + (", and would whatever the undecided arms turn out to be." if open_ and r.settled_by == "decided"
@@ -207,14 +207,14 @@ def decide_sentences(r) -> list[str]:
     if r.settled_by == "unchanged" and len(r.rounds) >= 2:
         a, b = r.rounds[-2].seeds, r.rounds[-1].seeds
         out.append(f"The tie set did not change from {a} to {b} selection seeds per held-out condition"
-                   + (f"; {arms_text(r, r.unsettling)} could still move it, and about {seeds_text(r.seeds_needed)} "
+                   + (f"; {arms_text(r, r.unsettling)} could still move it, and {seeds_text(r.seeds_needed)} "
                       "seeds per condition would decide" if r.unsettling else "") + ".")
     if not r.settled:
         if r.command == "ab":
             out.append("`simlab decide` races the contenders on more seeds and held-out traffic, and confirms on "
                        "fresh ones.")
         else:
-            out.append(f"About {seeds_text(r.seeds_needed)} selection seeds per held-out condition (--replications) "
+            out.append(f"{_upper(seeds_text(r.seeds_needed))} selection seeds per held-out condition (--replications) "
                        "would settle it.")
         return out
     where = (f"On {len(r.confirmation_units)} fresh confirmation units" if r.confirmation_units
@@ -271,11 +271,16 @@ def condition_sentences(r) -> list[str]:
 
 
 def seeds_text(seeds: float | None) -> str:
+    """'about 40', or why no number of seeds would do."""
     if seeds is None:
         return "–"
     if not math.isfinite(seeds) or seeds > 10_000:
-        return "more than 10,000 (the arms look equal at the margin itself)"
-    return fmt_num(math.ceil(seeds))
+        return "more than 10,000 (an arm sits on a margin itself)"
+    return f"about {fmt_num(math.ceil(seeds))}"
+
+
+def _upper(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def method_text(r) -> str:
@@ -304,9 +309,11 @@ def not_exported(r) -> str:
     if r.choice is None:
         return "no deployable arm is feasible on the selection units"
     if not r.settled:
+        needed = r.seeds_needed if r.seeds_needed is not None and math.isfinite(r.seeds_needed) else math.inf
+        rerun = f"; rerun with --replications {math.ceil(needed)}" if needed <= 10_000 else ""
         return (f"the answer is not settled after {r.seeds_budget} selection seeds per held-out condition "
-                f"({arms_text(r, r.unsettling)} could still move it); about {seeds_text(r.seeds_needed)} would settle "
-                f"it: rerun with --replications {seeds_text(r.seeds_needed) if r.seeds_needed and math.isfinite(r.seeds_needed) and r.seeds_needed <= 10_000 else 'N'}")
+                f"({arms_text(r, r.unsettling)} could still move it); {seeds_text(r.seeds_needed)} would settle it"
+                + rerun)
     if r.arm(r.choice).family == "baseline":
         return f"{r.choice} is not a production scheduler setting"
     dom = [a.label for a in r.confirmation if a.dominates]
