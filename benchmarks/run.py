@@ -7,10 +7,14 @@ simulated requests per second, continuous batching on a long eval-sweep-like wor
 engine-priority backend against it on the same workload, a 50-trial x 4-seed `simlab tune` study, and
 `simlab replay` of 100,000 tasks. Every timing is repeated; the table gives the
 median and the spread (min-max). Results go to benchmarks/results.csv and .md (committed: regressions show
-in review). Never two benchmarks at once: `make bench` runs it under `flock` on $SIMLAB_BENCH_LOCK (default: simlab-bench.lock in the temporary folder).
+in review). Also `simlab decide` on every bundled scenario with default settings, racing and exhaustive
+(benchmarks/decide.md: wall and CPU seconds, simulations saved, whether the answers agree). Never two benchmarks
+at once: `make bench` runs it under `flock` on $SIMLAB_BENCH_LOCK (default: simlab-bench.lock in the temporary
+folder).
 
     make bench      # or: .venv/bin/python benchmarks/run.py [--repeat N] [--quick] [--policies-only] [--out-prefix P]
-    .venv/bin/python benchmarks/run.py --kv-only   # only the KV backend's rows, to benchmarks/results-kv.*
+    .venv/bin/python benchmarks/run.py --kv-only       # only the KV backend's rows, to benchmarks/results-kv.*
+    .venv/bin/python benchmarks/run.py --decide-only   # only decide, racing against exhaustive (benchmarks/decide.*)
 """
 
 from __future__ import annotations
@@ -177,21 +181,80 @@ def kv_backend(table: Table, rep: int) -> None:
         table.add(f"continuous batching, eval-sweep-long, {policy}: per request", "cpu us", per_request["plain"])
         table.add(f"KV cache + priority, eval-sweep-long-kv, {policy} ({stats['preemptions']:,} preemptions): per request",
                   "cpu us", per_request["kv"], base, target=target)
+DECIDE_COLUMNS = ("scenario", "racing_wall_s", "racing_cpu_s", "exhaustive_wall_s", "exhaustive_cpu_s", "runs_racing",
+                  "runs_exhaustive", "runs_saved", "choice_racing", "choice_exhaustive", "tie_racing", "tie_exhaustive",
+                  "same", "settled", "exit_racing")
+
+
+def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2) -> None:
+    """`simlab decide` with default settings on every scenario, racing and --exhaustive: wall and CPU seconds of the
+    whole process, simulations run and saved, and whether both give the same answer (or overlapping tie sets)."""
+    import json
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in scenarios:
+            row = {"scenario": path.stem}
+            for mode, extra in (("racing", []), ("exhaustive", ["--exhaustive"])):
+                out = f"{tmp}/{path.stem}-{mode}"
+                probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+                         "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+                         "dt = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+                         "print(r.returncode, u.ru_utime + u.ru_stime, dt)")
+                cmd = [SIMLAB, "decide", str(path), "--workers", str(workers), "--quiet", "--out", out, *extra]
+                res = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT,
+                                     check=True).stdout.split()
+                rec = json.loads(Path(out, "result.json").read_text())["record"]
+                ties = [a["label"] for a in rec["selection"] if a["tie"] in ("leader", "equivalent", "undecided")]
+                row.update({f"{mode}_wall_s": float(res[2]), f"{mode}_cpu_s": float(res[1]), f"runs_{mode}": rec["runs"],
+                            f"choice_{mode}": rec["choice"], f"tie_{mode}": " ".join(ties)})
+                if mode == "racing":
+                    row.update(settled=rec["settled"], exit_racing=int(res[0]))
+                print(f"  decide {path.stem} {mode}: {float(res[2]):.1f} s wall, {float(res[1]):.1f} cpu s, "
+                      f"{rec['runs']} runs, choice {rec['choice']}", flush=True)
+            row["runs_saved"] = row["runs_exhaustive"] - row["runs_racing"]
+            overlap = set(row["tie_racing"].split()) & set(row["tie_exhaustive"].split())
+            row["same"] = ("same answer" if row["choice_racing"] == row["choice_exhaustive"]
+                           else "tie sets overlap" if overlap else "DIFFERENT")
+            rows.append(row)
+    with open(f"{prefix}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, DECIDE_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    lines = [f"# simlab decide: racing against every arm on every unit\n\nCommit {commit}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores shared with other work, "
+             f"--workers {workers}, default settings. Wall and CPU seconds of the whole process (children included).",
+             "", "| scenario | racing wall s | racing CPU s | exhaustive wall s | exhaustive CPU s | runs racing | runs "
+             "exhaustive | saved | choice racing | choice exhaustive | agree | settled | exit |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|"]
+    for r in rows:
+        lines.append(f"| {r['scenario']} | {r['racing_wall_s']:.1f} | {r['racing_cpu_s']:.1f} | {r['exhaustive_wall_s']:.1f} "
+                     f"| {r['exhaustive_cpu_s']:.1f} | {r['runs_racing']} | {r['runs_exhaustive']} | {r['runs_saved']} | "
+                     f"{r['choice_racing']} | {r['choice_exhaustive']} | {r['same']} | {r['settled']} | {r['exit_racing']} |")
+    Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
+    print(f"written {prefix}.csv and .md")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "bench-1h.toml"))
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="skip the study and the continuous-batching runs")
+    parser.add_argument("--quick", action="store_true", help="skip the study, the continuous-batching runs and decide")
     parser.add_argument("--policies-only", action="store_true",
                         help="only the in-process simulation of every policy against the lean floor")
     parser.add_argument("--kv-only", action="store_true",
                         help="only the KV backend against continuous batching (default output benchmarks/results-kv)")
+    parser.add_argument("--decide-only", action="store_true",
+                        help="only `simlab decide` on every bundled scenario, racing and exhaustive (benchmarks/decide.*)")
     parser.add_argument("--out-prefix", default=None)
     args = parser.parse_args()
     rep = args.repeat
     table = Table()
+    bundled = sorted((ROOT / "scenarios").glob("*.toml"))
+    if args.decide_only:
+        decide_table(ROOT / "benchmarks" / "decide", bundled)
+        return 0
     if args.kv_only:
         print(f"KV cache backend against continuous batching; {rep} repeats; median [min-max]", flush=True)
         kv_backend(table, rep)
@@ -304,6 +367,8 @@ def write(table, args, scenario, n: int, slots: int) -> int:
     part = " Only the in-process policy timings (--policies-only)." if args.policies_only else ""
     table.write(prefix, _header("make bench", f"{scenario.name}: {n:,} requests, {slots} slots.{part}"))
     print(f"written {prefix}.csv and .md")
+    if not (args.quick or args.policies_only):
+        decide_table(ROOT / "benchmarks" / "decide", sorted((ROOT / "scenarios").glob("*.toml")))
     return 0
 
 

@@ -19,7 +19,10 @@ COMMANDS = ("run", "ab", "tune", "decide", "replay", "fit", "calibrate", "calibr
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from simlab.version import __version__
+
     parser = argparse.ArgumentParser(prog="simlab", description="Simulate and tune LLM traffic scheduling.")
+    parser.add_argument("--version", action="version", version=f"simlab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:

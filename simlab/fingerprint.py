@@ -10,7 +10,7 @@ import json
 import platform
 from pathlib import Path
 
-import simlab
+from simlab.version import __version__
 
 # Keys of a scenario table whose value is a path to a file the scenario reads (e.g. `file` of a trace or an
 # empirical distribution, `profile` of a GPU step model). Found anywhere in the scenario, so a new table that
@@ -36,7 +36,7 @@ def file_sha256(path: str | Path) -> str:
 @functools.cache
 def code_fingerprint() -> str:
     """sha256 over every .py file of the simlab package (path and bytes), computed once per process."""
-    root = Path(simlab.__file__).resolve().parent
+    root = Path(__file__).resolve().parent  # the simlab package
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
@@ -110,7 +110,7 @@ def identity(scenario, extra: dict, drop_tune: tuple[str, ...] = ()) -> dict[str
         "simlab_settings": digest({"scenario": scenario_settings(scenario, drop_tune), **extra}),
         "simlab_inputs": json.dumps(input_hashes(scenario), sort_keys=True),
         "simlab_code": code_fingerprint(),
-        "simlab_version": simlab.__version__,
+        "simlab_version": __version__,
         "simlab_libraries": library_versions(),
     }
 

@@ -216,7 +216,6 @@ class Comparison:
     cis_overlap: bool
 
 
-CAPACITY_TEXT = "capacity: no scheduler can meet this SLO on this traffic"
 
 
 @dataclass
@@ -320,6 +319,13 @@ class AbRecord:
     def capacity_limited(self) -> bool:
         return any(v.p95_verdict == "capacity" for v in self.verdicts)
 
+    def to_frame(self):
+        """One row per run (policy or bound, seed) with every summary metric (pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame([{**r.row(), "bound": False} for r in self.runs]
+                            + [{**r.row(), "bound": True} for r in self.bound_runs])
+
 
 # --- tuning -----------------------------------------------------------------------------------------------------
 
@@ -353,15 +359,12 @@ class TuneConfig:
         return {k: v for k, v in asdict(self).items() if k != "options"}
 
 
-TUNE_STATUSES = ("beaten", "not-validated", "at-bound", "overlap", "defaults-lower", "keep-defaults", "none")
-
-
 @dataclass
 class TuneDecision:
-    """Whether the tuned options beat the defaults on held-out seeds, in a word (status) and in sentences."""
-    status: Literal["beaten", "not-validated", "at-bound", "overlap", "defaults-lower", "keep-defaults", "none"]
-    headline: str  # one sentence, **bold** lead
-    details: list[str]  # further sentences (the reference arm, noise-fitting)
+    """Whether the tuned options beat the defaults on held-out seeds, in a word (simlab/reporting/words.py says it
+    in sentences, from the record's numbers)."""
+    status: Literal["beaten", "not-validated", "at-bound", "overlap", "defaults-lower", "keep-defaults", "none",
+                    "in-decide"]
 
     @property
     def outcome(self) -> str | None:
@@ -369,12 +372,24 @@ class TuneDecision:
         return {"beaten": "pass", "not-validated": "fail", "none": "fail"}.get(self.status)
 
 
+@dataclass
+class TrialPoint:
+    """One trial of the study, as its figures draw it: the options evaluated and the search means."""
+    trial: int | str  # its slot in the reproducible sequence ("joined-N" for a joined worker's trial)
+    origin: str  # defaults | static-equivalent | sampled | joined
+    state: str  # COMPLETE | FAIL | RUNNING | ...
+    params: dict[str, float | None]
+    objective_ms: float | None
+    throughput_per_min: float | None
+    feasible: bool | None
+
+
 @register
 @dataclass
 class TuneRecord:
     """`simlab tune`: the search, the held-out validation and the decision."""
     KIND: ClassVar[str] = "tune"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
 
     scenario: str
     objective: str  # "p95" or "p99"
@@ -399,6 +414,11 @@ class TuneRecord:
     figures: list[str] = field(default_factory=list)
     search_conditions: list[str] = field(default_factory=lambda: ["base"])  # traffic conditions searched on
     holdout_conditions: list[str] = field(default_factory=lambda: ["base"])  # ... validated on (disjoint when 2+)
+    # inside `simlab decide`: the search's picks (label -> simlab options), judged there, not validated here
+    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pick: str | None = None  # the validated configuration chosen ("best", "pareto-N")
+    trial_points: list[TrialPoint] = field(default_factory=list)
+    importances: dict[str, float] = field(default_factory=dict)  # Optuna's importance of each option (PED-ANOVA)
 
     @property
     def metric(self) -> str:
@@ -406,6 +426,12 @@ class TuneRecord:
 
     def config(self, name: str) -> TuneConfig | None:
         return next((c for c in self.validation if c.config == name), None)
+
+    def to_frame(self):
+        """One row per validated configuration (pandas); empty inside `simlab decide`, which judges its own."""
+        import pandas as pd
+
+        return pd.DataFrame([c.row() for c in self.validation])
 
 
 # --- calibration: `simlab calibrate` ----------------------------------------------------------------------------
@@ -477,6 +503,12 @@ class CalibrationRecord:
 
     def curve(self, curve: str) -> list[KneePoint]:
         return sorted((p for p in self.points if p.curve == curve), key=lambda p: p.offered_rps)
+
+    def to_frame(self):
+        """One row per point of the ramp (curve, offered rate, P95 with its CI), pandas."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(p) for p in self.points])
 
 
 # --- the workload fit: `simlab fit` -----------------------------------------------------------------------------
@@ -826,66 +858,163 @@ class GpuFitRecord:
     def r2_of(self, measure: str) -> float | None:
         return next((m.r2 for m in self.r2 if m.measure == measure), None)
 
+    def to_frame(self):
+        """fit.json flattened, one row per class (pandas)."""
+        import pandas as pd
 
-# --- decision (simlab/decision, `simlab decide` and `ab`'s verdict) ---------------------------------------------
+        classes = self.fit.get("classes") or {}
+        return pd.json_normalize([{"class": k, **v} for k, v in classes.items()])
+
+
+# --- decision (simlab/decision: `simlab decide`, and the frontier `ab` sweeps) ----------------------------------
+
+@dataclass
+class Unit:
+    """One unit of a decision: a traffic condition and a seed (every arm runs on the same units)."""
+    condition: str
+    seed: int
+
+
+@dataclass
+class ArmResult:
+    """One arm on one set of units (selection or confirmation). Per-unit values follow the record's unit list of
+    that set (NaN where racing did not run the arm); intervals are 95% t intervals over the units it ran; the
+    comparisons with the choice are paired on the units both ran (None for the choice itself, or no choice)."""
+    label: str  # static-4, adaptive-defaults, adaptive-tuned, priority, unscheduled
+    family: str  # static | adaptive | baseline
+    cap: int | None  # a static arm's batch cap
+    options: dict[str, Any]  # production options (simlab's own for baselines)
+    units: int  # units it ran
+    p95_ms: list[float]  # per unit
+    throughput_per_min: list[float]
+    p95: Interval
+    throughput: Interval
+    p95_vs_choice: Interval | None = None  # this arm minus the choice
+    throughput_vs_choice: Interval | None = None
+    required_margin: Interval | None = None  # throughput - throughput_fraction x reference, paired ("constrained")
+    feasible: str = ""  # yes | no | undecided ("" for baselines)
+    tie: str = ""  # against the leader on the rule's first axis: leader | equivalent | undecided | out
+    second: str = ""  # within the tie set, on the second axis: leader | equivalent | undecided | out
+    stopped_after: int | None = None  # racing round after which it was no longer measured (None: to the end)
+    dominates: bool = False  # dominates the choice on these units (Holm over every arm compared with it)
+    dominates_p: float | None = None  # Holm-adjusted p-value of that claim (its better route)
+    deadline_share: Interval | None = None  # batch jobs done by their deadline (None: no batch deadline)
+
+
+@dataclass
+class Round:
+    """One round of racing: selection seeds per held-out condition after it, what ran, and what the rule said."""
+    seeds: int
+    arms: int  # arms measured in this round
+    runs: int
+    choice: str | None
+    tie_set: list[str]
+    settled: bool
+
+
+@dataclass
+class ConditionCheck:
+    """The choice on one held-out condition's confirmation units alone, with the same margins."""
+    condition: str
+    units: int
+    p95: Interval
+    throughput: Interval
+    dominators: list[str]  # arms that dominate the choice there (Holm over the arms compared)
+    worse_than_choice: list[str]  # ... and arms shown worse than it there, beyond a margin on either axis
+    best_static: str | None  # the rule over the static caps alone, on these units
+
+
+@dataclass
+class TuningSummary:
+    """The search `decide` ran (its folder: tune/): what it proposed, never exported on its own."""
+    trials: int
+    complete: int
+    feasible: int
+    candidates: list[str]  # labels of the tuned arms added (none when tuning found nothing new)
+
 
 @register
 @dataclass
-class DecisionRecord:
-    """What the decision rule (simlab/decision/rule.py) chose and why, every arm ranked (decision.json)."""
-    KIND: ClassVar[str] = "decision"
-    VERSION: ClassVar[int] = 1
-
-    rule: str
-    chosen: str | None
-    reason: str
-    feasible: list[str] = field(default_factory=list)
-    p95_ties: list[str] = field(default_factory=list)
-    ranking: list[dict] = field(default_factory=list)  # every arm: means, CIs, paired vs chosen, flags
-    best_static: str | None = None
-    verdict: str = ""
-
-
-@register
-@dataclass
-class AnswerRecord:
-    """`simlab decide` and `ab`'s verdict: everything the one-line answer says, as numbers (answer.json;
-    renderers format it; simlab/decision/answer.py makes it)."""
-    KIND: ClassVar[str] = "answer"
+class DecideRecord:
+    """`simlab decide` (command "decide") and the frontier verdict of `simlab ab` (command "ab"): every arm on the
+    selection units, the rule's choice and tie set, racing's rounds, and the choice against its contenders on
+    fresh confirmation units. Numbers and codes only: simlab/reporting/words.py says it in sentences."""
+    KIND: ClassVar[str] = "decide"
     VERSION: ClassVar[int] = 1
 
     scenario: str
-    rule: str
-    chosen: str | None
-    chosen_family: str | None
-    chosen_options: dict | None
-    p95: tuple[float, float, float] | None  # mean, CI low, CI high
-    throughput: tuple[float, float, float] | None
-    bound_p95: float | None
-    best_static: str | None
-    best_static_p95: tuple[float, float, float] | None
-    best_static_throughput: tuple[float, float, float] | None
-    adaptive_dominated_by_static: list[str] = field(default_factory=list)  # adaptive arms a static cap dominates
-    held_out_total: int = 0  # held-out traffic conditions judged
-    held_out_holds: int = 0  # ... on which the choice is not dominated by any static cap
-    # static caps dominating the choice across the held-out conditions (rule.dominated_across): the acceptance test
-    dominated_across_by: list[str] = field(default_factory=list)
-    # per held-out condition: the static cap the rule picks among static caps alone, and the caps dominating the
-    # choice on that condition's seeds alone
-    best_static_by_condition: dict[str, str | None] = field(default_factory=dict)
-    dominated_on_condition: dict[str, list[str]] = field(default_factory=dict)
-    # per held-out condition: the choice minus the best static cap (pooled pick), paired: p95_diff, p95_ci_low,
-    # p95_ci_high, thr_diff, thr_ci_low, thr_ci_high (negative P95 / positive throughput: the choice is better)
-    vs_best_static_by_condition: dict[str, dict[str, float]] = field(default_factory=dict)
-    reason: str = ""
-    sentence: str = ""
+    command: str  # "decide" or "ab"
+    rule: str  # constrained | slo
+    level: float  # the family-wise level of every claim is 1 - level
+    p95_margin: float
+    throughput_margin: float
+    throughput_fraction: float
+    bound_tolerance: float
+    reference: str | None  # the label of the arm the throughput constraint is measured against
+    slo_p95_ms: float
+    max_concurrency: int | None
+    backend_slots: int | None
+    conditions: list[str]  # held-out traffic conditions (the units' conditions)
+    search_conditions: list[str]
+    selection_units: list[Unit]
+    confirmation_units: list[Unit]
+    selection: list[ArmResult]
+    confirmation: list[ArmResult]
+    choice: str | None
+    pick: str | None  # the rule's pick before it moved to an arm of the tie set that dominates it
+    leader: str | None  # best on the first axis
+    second_leader: str | None  # best on the second axis within the tie set
+    no_choice: str  # "" | "no-feasible"
+    limit_ms: float | None  # "slo" rule: the P95 limit judged
+    limit_kind: str  # "slo" | "bound" | ""
+    settled: bool  # stable: settled by the rule, or the same tie set two racing rounds in a row
+    settled_by: str  # "decided" (no undecided arm could move the choice) | "unchanged" | "" (not settled)
+    unsettling: list[str]  # arms whose undecided standing could move the choice
+    seeds_needed: float | None  # selection seeds per condition that would settle it (inf: never, at these effects)
+    seeds_budget: int  # at most this many selection seeds per condition
+    rounds: list[Round]
+    best_static: str | None  # the rule over the static caps alone (selection units)
+    best_adaptive: str | None  # ... over the adaptive arms alone
+    bound_p95: Interval | None  # interactive P95 with batch absent (confirmation units, else selection)
+    confirmed: bool  # on confirmation units nothing dominates the choice and it does not miss the constraint
+    constraint_missed: bool  # the confirmation units show the choice below the required throughput (or SLO)
+    slo_met: str  # the choice's P95 on confirmation units against the SLO: yes | no | undecided
+    per_condition: list[ConditionCheck]
+    exported: bool  # best-options.json written
+    exit_code: int
+    runs: int  # simulations this decision ran (or found saved)
+    runs_exhaustive: int  # ... that every arm on every selection unit (and the same confirmation) would take
+    tuning: TuningSummary | None = None
+    figures: list[str] = field(default_factory=list)
+    batch_deadline_share: float | None = None  # [decision]: feasible only with this share of batch jobs on time
 
-    def save(self, path: Path) -> "AnswerRecord":
-        return save(self, Path(path).parent, Path(path).name)
+    def arm(self, label: str | None, confirmation: bool = False) -> ArmResult | None:
+        for a in (self.confirmation if confirmation else self.selection):
+            if a.label == label:
+                return a
+        return None
 
-    @classmethod
-    def load(cls, path: Path) -> "AnswerRecord":
-        return load(path, cls.KIND)
+    @property
+    def tie_set(self) -> list[str]:
+        return [a.label for a in self.selection if a.tie in ("leader", "equivalent", "undecided")]
+
+    def to_frame(self):
+        """One row per arm and set of units (selection, confirmation): means, CIs, standings (pandas)."""
+        import pandas as pd
+
+        rows = []
+        for which, arms in (("selection", self.selection), ("confirmation", self.confirmation)):
+            for a in arms:
+                row = {"units": which, "arm": a.label, "family": a.family, "cap": a.cap, "n": a.units,
+                       "feasible": a.feasible, "tie": a.tie, "second": a.second, "chosen": a.label == self.choice,
+                       "dominates": a.dominates}
+                for name in ("p95", "throughput", "p95_vs_choice", "throughput_vs_choice"):
+                    i = getattr(a, name)
+                    row[name] = i.mean if i else None
+                    row[name + "_ci_low"] = i.ci_low if i else None
+                    row[name + "_ci_high"] = i.ci_high if i else None
+                rows.append(row)
+        return pd.DataFrame(rows)
 
 
 # --- sim-to-real (simlab/realcheck, `simlab validate-real`) -----------------------------------------------------

@@ -342,21 +342,32 @@ class Tune(Strict):
 
 
 class Decision(Strict):
-    """How `ab` and `decide` turn measurements into one recommendation (simlab/decision/rule.py).
+    """How `ab` and `decide` turn measurements into one recommendation (simlab/decision/rule.py, docs/decision.md).
 
     rule "constrained": minimise interactive P95 subject to batch throughput >= throughput_fraction x the
-    reference arm's, judged on the lower CI bound; "slo": meet the SLO (P95 CI high <= slo_p95_ms, or within
-    bound_tolerance of the batch-absent bound when nothing meets it) and maximise batch throughput. Ties
-    (overlapping paired CIs) go to higher throughput, then to the simpler arm (static before adaptive)."""
+    reference arm's (shown by a one-sided test); "slo": meet the SLO (shown, or within bound_tolerance of the
+    batch-absent bound when nothing can) and maximise batch throughput. Arms within the margins of the best
+    (fractions of its value) tie; ties go to higher throughput (lower P95 under "slo"), then to the simpler arm.
+    Every claim is Holm-corrected at the family-wise level 1 - level. `decide` tunes with `trials` trials, then
+    races: it adds selection seeds
+    (first_seeds per held-out condition, doubling up to --replications) to the arms still in contention until
+    the answer is settled, then reports the choice on confirm_seeds fresh seeds per held-out condition."""
 
     rule: Literal["constrained", "slo"] = "constrained"
     throughput_fraction: float = Field(default=0.9, gt=0, le=1.5)
     reference: Literal["static", "priority", "unscheduled", "adaptive"] = "static"
     bound_tolerance: float = Field(default=0.05, ge=0, le=5)  # "slo" rule: P95 within this fraction of the bound
-    level: float = Field(default=0.95, gt=0.5, lt=1)  # confidence level of every CI the rule reads
     # either rule: an arm is feasible only if the share of batch jobs done by their deadline_ms is at least this
     # (judged on the CI's lower bound); needs a batch workload with deadline_ms
     batch_deadline_share: float | None = Field(default=None, gt=0, le=1)
+    level: float = Field(default=0.95, gt=0.5, lt=1)  # 1 - the family-wise error rate of the rule's claims
+    p95_margin: float = Field(default=0.02, ge=0, lt=1)  # P95 within this fraction of the other's: no worse
+    throughput_margin: float = Field(default=0.02, ge=0, lt=1)  # throughput within this fraction: no worse
+    trials: int = Field(default=20, ge=0)  # tuning trials of `decide` (its candidate is one arm racing judges)
+    first_seeds: int | None = Field(default=None, ge=1)  # racing's first round; default: 4 units or more
+    confirm_seeds: int | None = Field(default=None, ge=2)  # fresh seeds per held-out condition (default: 10 units
+    # or more, at least 3 seeds per condition) for the reported numbers
+    confirm_first_seed: int = Field(default=200_000, ge=0)
 
 
 class Conditions(Strict):

@@ -65,7 +65,7 @@ def test_calibrate_finds_the_knee_and_writes_loadable_options(tiny, tmp_path):
     options = options_from_dict(json.loads((out / "calibration.json").read_text())["options"])
     bounds = json.loads((out / "tune-bounds.json").read_text())
     assert bounds["interactiveRpsThreshold"] == [options.interactive_rps_threshold / 2, options.interactive_rps_threshold * 2]
-    from simlab.commands.tune import with_calibration
+    from simlab.tuning.space import with_calibration
     from simlab.scenario import load_scenario
 
     tuned = with_calibration(load_scenario(tiny), str(out))

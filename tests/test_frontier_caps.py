@@ -41,6 +41,17 @@ def test_beyond_it_a_bounded_sample_with_the_own_cap_and_the_top(m, own):
     assert max(ratios) <= ((m - 1) / FULL_SWEEP_CAPS) ** (1 / SAMPLED_CAPS) * (1 + 1e-9) + 1 / FULL_SWEEP_CAPS
 
 
+def test_no_cap_above_what_the_backend_serves():
+    from simlab.scenario import scenario_from_dict
+    import tomllib
+
+    data = tomllib.loads(HUGE)
+    data["backend"] = {"kind": "slots", "slots": 2}
+    s = scenario_from_dict(data)
+    assert static_caps(s.options("adaptive"), s) == [1, 2]
+    assert caps_note(s.options("adaptive"), s) is None and caps_swept(s.options("adaptive"), s) == "static caps 1..2 swept"
+
+
 def test_a_million_caps_become_97():
     caps = static_caps(options(1_000_000, 500))
     assert len(caps) == 97 and {1, 64, 500, 999_999} <= set(caps)
@@ -53,8 +64,7 @@ HUGE = """name = "huge-cap"
 duration_ms = 2000
 slo_p95_ms = 500
 [backend]
-kind = "slots"
-slots = 2
+kind = "delay"
 [scheduler]
 maxConcurrency = 1000000
 batchMaxConcurrency = 3

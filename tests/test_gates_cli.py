@@ -74,7 +74,10 @@ def test_ab_with_gates_and_lifecycle(tmp_path):
     comparisons = {(r["candidate"], r["metric"]) for r in csv.DictReader(open(out / "comparison.csv"))}
     assert ("holdback", "batch_deadline_share") in comparisons and ("gradient2", "wasted_ms") in comparisons
     decision = json.loads((out / "decision.json").read_text())
-    assert "deadline" in decision["record"]["reason"]
+    assert decision["record"]["batch_deadline_share"] == 0.2
+    shares = {a["label"]: a["deadline_share"] for a in decision["record"]["selection"]}
+    assert all(v is not None and 0 <= v["mean"] <= 1 for v in shares.values())
+    assert "batch jobs done by their deadline is shown at least 20%" in (out / "report.md").read_text()
     frontier = list(csv.DictReader(open(out / "frontier.csv")))
     assert {r["arm"] for r in frontier} >= {"static-1", "static-2", "holdback", "aimd", "gradient2"}
     # the same answer with one worker

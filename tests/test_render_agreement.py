@@ -168,15 +168,20 @@ def test_ab_verdicts_agree_everywhere(ab_renderings, name):
         expected += [tol(v.longest_batch_stall_ms / 1000), (v.stranded, 0), (v.max_in_flight, 0)]
         if v.max_concurrency is not None:
             expected.append((v.max_concurrency, 0))
+        # the capacity verdict says what was judged: P95 in SLO bins, for how long (not on the terminal's short cell)
+        judged = [tol(rec.criteria.slo_bin_ms / 1000), tol(rec.criteria.p95_stay_ms / 1000)]
         for where, rows in renderings.items():
-            assert close(rows[v.policy], expected), (where, v.policy, rows[v.policy], expected)
-    words = {"pass": "pass", "fail": "FAIL", "capacity": "capacity: no scheduler can meet this SLO on this traffic"}
+            want = judged + expected if v.p95_verdict == "capacity" and where != "terminal" else expected
+            assert close(rows[v.policy], want), (where, v.policy, rows[v.policy], want)
+    from simlab.reporting.blocks.ab import capacity_text
+
+    words = {"pass": "pass", "fail": "FAIL", "capacity": capacity_text(rec.criteria)}
     for v in rec.verdicts:
         for text in (term, md, page_md, html):
             line = next(x for x in text.replace("<tr>", "\n").splitlines() if v.policy in x and "stretch" in x)
             word = "capacity (" if text is term and v.p95_verdict == "capacity" else words[v.p95_verdict]
             assert word in line, (v.policy, line)
-    assert ("no scheduler can meet this SLO on this traffic" in term) == rec.capacity_limited
+    assert ("no scheduler can pass criterion 1 on this traffic" in term) == rec.capacity_limited
     assert (name == "capacity") == rec.capacity_limited
 
 
@@ -234,8 +239,8 @@ def test_ab_comparisons_and_bounds_agree_everywhere(ab_renderings, name):
 # --- tuning --------------------------------------------------------------------------------------------------------
 
 def tune_record():
-    from simlab.records import TuneConfig, TuneRecord
-    from simlab.tuning.report import _production, decide
+    from simlab.records import TuneConfig, TuneDecision, TuneRecord
+    from simlab.tuning.report import _production, tune_status
 
     def config(name, obj, lo, hi, thr, tlo, thi, vs, search=None, trial=None):
         return dict(config=name, trial=trial, search_objective_ms=search, search_throughput_per_min=None,
@@ -258,19 +263,18 @@ def tune_record():
         required_throughput_per_min=412.25, study="agree-tune", storage="sqlite:///study.db",
         space={"windowMs": [2000.0, 30000.0], "smoothingAlpha": [0.05, 0.9]}, max_concurrency=8, note=None,
         holdout_seeds=[1001, 1002, 1003], validation=[TuneConfig(**s) for s in summary],
-        decision=decide("P95", "static", summary, pick), best_options=_production(pick["options"]))
+        decision=TuneDecision(tune_status(summary, pick)), best_options=_production(pick["options"]), pick="best")
 
 
-def test_tune_tables_and_verdict_agree_everywhere(tmp_path, capsys):
-    from simlab.commands.tune import _print_summary
-    from simlab.tuning.report import write_markdown
+def test_tune_tables_and_verdict_agree_everywhere(tmp_path):
+    from simlab.reporting.blocks.tune import terminal, write_report
+    from simlab.reporting.words import tune_verdict
 
     rec = tune_record()
     assert rec.decision.status == "beaten"
     save(rec, tmp_path / "tune")
-    write_markdown(rec, tmp_path / "tune")
-    _print_summary(rec, tmp_path / "tune", 1.0)
-    term = capsys.readouterr().out
+    write_report(rec, tmp_path / "tune")
+    term = terminal(rec, tmp_path / "tune", 1.0)
     html, page_md = build_report([str(tmp_path / "tune")], str(tmp_path / "page"))[:2]
     html, page_md = html.read_text(encoding="utf-8"), page_md.read_text(encoding="utf-8")
     md = (tmp_path / "tune" / "report.md").read_text(encoding="utf-8")
@@ -295,7 +299,7 @@ def test_tune_tables_and_verdict_agree_everywhere(tmp_path, capsys):
         for c in configs:
             assert close(rows[c], expected[c]), (where, c, rows[c], expected[c])
     # the verdict: one headline, the same numbers in all four
-    head = numbers(rec.decision.headline)
+    head = numbers(tune_verdict(rec)[0])
     assert head == numbers(next(x for x in term.splitlines() if x.startswith("verdict: ")))
     for text in (md, page_md, re.sub(r"<[^>]+>", "", html)):
         line = next(x for x in text.splitlines() if "beat the production defaults" in x)
@@ -318,3 +322,82 @@ def test_terminal_table_is_what_the_command_prints(tmp_path):
                   "--policies", "priority,adaptive", "--out", tmp_path)
     rec = load(tmp_path / "result.json", "ab")
     assert terminal_table(rec) in proc.stdout
+
+
+# --- decide --------------------------------------------------------------------------------------------------------
+
+def decide_record():
+    """A DecideRecord made by the rule from synthetic arms, with the same arms as its confirmation."""
+    import numpy as np
+
+    from simlab.decision.compare import Arm
+    from simlab.decision.rule import judge
+    from simlab.decision.run import arm_results
+    from simlab.records import DecideRecord, Interval, Round, Unit
+    from simlab.scenario import Decision
+
+    rng = np.random.default_rng(5)
+    noise = rng.normal(0, 1, 8)
+    arms = [Arm(f"static-{c}", {"batchMaxConcurrency": c, "batchMinConcurrency": c}, 100 + 30 * c + 3 * noise
+                + rng.normal(0, 0.5, 8), 200 + 61.5 * c + 2 * noise + rng.normal(0, 0.5, 8), "static", c) for c in (1, 2, 3)]
+    arms.append(Arm("adaptive-defaults", {"batchMaxConcurrency": 3, "batchMinConcurrency": 1}, 150 + 3 * noise,
+                    250 + 2 * noise, "adaptive"))
+    rule = Decision()
+    out = judge(arms, rule, arms[2], {"batchMaxConcurrency": 3, "batchMinConcurrency": 1})
+    units = [Unit("base", 1000 + i) for i in range(8)]
+    sel = arm_results(arms, out, rule, arms[2], {})
+    conf = arm_results([a for a in arms if a.label in (out.choice, "static-3", "adaptive-defaults")], out, rule,
+                       arms[2], {}, {"static-3": (False, 1.0), "adaptive-defaults": (False, 1.0)})
+    return DecideRecord(
+        scenario="agree-decide", command="decide", rule="constrained", level=0.95, p95_margin=0.02,
+        throughput_margin=0.02, throughput_fraction=0.9, bound_tolerance=0.05, reference="static-3", slo_p95_ms=400.0,
+        max_concurrency=4, backend_slots=4, conditions=["base"], search_conditions=["base"], selection_units=units,
+        confirmation_units=units, selection=sel, confirmation=conf, choice=out.choice, pick=out.pick,
+        leader=out.leader, second_leader=out.second_leader, no_choice="", limit_ms=None, limit_kind="",
+        settled=out.settled, settled_by="decided", unsettling=[], seeds_needed=None, seeds_budget=8,
+        rounds=[Round(8, 4, 32, out.choice, out.tie_set, out.settled)], best_static=out.choice,
+        best_adaptive="adaptive-defaults", bound_p95=Interval(99.0, 98.0, 100.0), confirmed=True,
+        constraint_missed=False, slo_met="yes", per_condition=[], exported=True, exit_code=0, runs=64,
+        runs_exhaustive=64)
+
+
+def test_decide_answer_and_tables_agree_everywhere(tmp_path):
+    from simlab.decision import files
+    from simlab.reporting.blocks.decide import terminal, write_report
+    from simlab.reporting.words import decide_sentences
+
+    rec = decide_record()
+    assert rec.choice == "static-3" and rec.settled
+    folder = tmp_path / "decide"
+    files.write(rec, folder)
+    write_report(rec, folder)
+    term = terminal(rec)
+    html, page_md = build_report([str(folder)], str(tmp_path / "page"))[:2]
+    html, page_md = html.read_text(encoding="utf-8"), page_md.read_text(encoding="utf-8")
+    md = (folder / "report.md").read_text(encoding="utf-8")
+    labels = [a.label for a in rec.confirmation]
+    expected = {}
+    for a in rec.confirmation:
+        row = [(a.units, 0)] + ci(a.p95) + ci(a.throughput)
+        for d in (a.p95_vs_choice, a.throughput_vs_choice):
+            row += ci(d) if d is not None else []
+        expected[a.label] = row
+    renderings = {
+        "terminal": terminal_rows(term.split("fresh confirmation units (")[-1], labels),
+        "report.md": md_rows(md, "arm", "units"),
+        "review page .md": md_rows(page_md, "arm", "units"),
+        "review page .html": html_rows(html, "arm", "units"),
+    }
+    for where, rows in renderings.items():
+        rows = {k.replace("**", ""): v for k, v in rows.items()}  # the choice is in bold
+        assert sorted(rows) == sorted(labels), where
+        for label in labels:
+            found = rows[label][:len(expected[label])]
+            assert close(found, expected[label]), (where, label, rows[label], expected[label])
+    # the answer: one paragraph, the same numbers everywhere, made from the record (not stored in it)
+    sentences = decide_sentences(rec)
+    assert sentences[0].startswith("Deploy a static cap of 3")
+    for text in (term, md, page_md, re.sub(r"<[^>]+>", "", html)):
+        assert sentences[0] in text.replace("**", "")
+        assert numbers(" ".join(sentences[1:])) == numbers(next(x for x in text.replace("**", "").splitlines()
+                                                                if x.startswith(sentences[1][:30])))

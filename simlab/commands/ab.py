@@ -52,21 +52,29 @@ def main(args) -> int:
     out = out_dir(args, scenario, f"ab-{Path(args.options).stem}" if args.options else "ab")
     capacity_check(scenario)
 
-    from simlab.decision.frontier import caps_note, caps_swept
+    from simlab.decision.frontier import cap_beyond_backend, caps_note
     from simlab.experiments.ab import run_ab, store
     from simlab.reporting.blocks.ab import terminal_table, write_report
     from simlab.reporting.figures.ab import ab_figures
+    from simlab.reporting.words import ab_verdict, cap_beyond_backend as beyond_text
 
-    if not args.no_frontier and (note := caps_note(options)) is not None:
-        warn(note)
+    if not args.no_frontier:
+        if (note := caps_note(options, scenario)) is not None:
+            warn(note)
+        if (beyond := cap_beyond_backend(options, scenario)) is not None:
+            warn(beyond_text(*beyond))
     record = run_ab(scenario, options, policies, run_seeds, out, workers, baseline, progress=not args.quiet,
                     scheduler=args.scheduler_address, tasks_format=args.tasks)
-    if not args.no_frontier:
+    if args.no_frontier:
+        for stale in ("decision.json", "frontier.csv"):  # a frontier of an earlier run: not this one
+            (out / stale).unlink(missing_ok=True)
+    else:
         from simlab.decision.ab import ab_decision
 
-        decision = ab_decision(scenario, options, record, out, workers, not args.quiet, scheduler=args.scheduler_address)
+        decision = ab_decision(scenario, options, record, out, workers, not args.quiet, scheduler=args.scheduler_address,
+                               adaptive_label="adaptive" if args.options else "adaptive-defaults")
         if decision is not None:
-            record.verdict = f"{decision[0].sentence.rstrip('.')} ({scenario.decision.rule} rule, {caps_swept(options)})."
+            record.verdict = ab_verdict(decision)
     if not args.no_figures:
         record.figures = ab_figures(out, record)
     record = store(record, out)

@@ -7,11 +7,11 @@ import argparse
 from textwrap import fill
 
 EPILOG = """\
-DIR: an output folder of simlab ab, tune, calibrate, fit or calibrate-gpu (recognised by its result.json), or a
-folder holding such folders (e.g. results/SCENARIO/ with ab/ and tune/ inside). Sections follow in this order
-whatever the order of the DIRs: the question and the scenario, the A/B (95% CIs, the three success criteria, the
-bounds), the tuned options and their held-out check, the calibration knee, the workload fit, the step-time fit,
-then every other figure with a caption.
+DIR: an output folder of simlab decide, ab, tune, calibrate, fit or calibrate-gpu (recognised by its result.json),
+or a folder holding such folders (e.g. results/SCENARIO/ with ab/ and tune/ inside). Sections follow in this order
+whatever the order of the DIRs: the question and the scenario, the decision, the A/B (95% CIs, the three success
+criteria, the bounds), the tuned options and their held-out check, the calibration knee, the workload fit, the
+step-time fit, then every other figure with a caption.
 
 --out: FILE.html (the Markdown goes to FILE.md beside it), FILE.md (and FILE.html), or a folder (report.html and
 report.md in it). Default: report.html and report.md in the first DIR's parent folder.
@@ -43,5 +43,7 @@ def main(args) -> int:
     html, md, summary = build_report(args.dirs, args.out, args.title)
     kinds = ", ".join(f"{kind} ({path.name}/)" for kind, path in summary["sources"])
     print(f"report from {kinds}: {summary['tables']} tables, {summary['figures']} figures")
+    for folder in summary.get("skipped", []):
+        print(f"skipped: {folder}/ (not the output folder of a simlab command)")
     print(f"html: {html}\nmarkdown: {md}")
     return 0

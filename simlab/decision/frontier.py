@@ -1,20 +1,16 @@
-"""Measure arms on common units (traffic condition x seed), with the static frontier always among them.
+"""The arms a decision compares: the static frontier (every batch cap the backend can run), the adaptive arms, the
+baselines; and the production options each one is exported as.
 
 Adaptive with batchMinConcurrency = batchMaxConcurrency = N never moves its cap, so it is exactly static cap N
-(tests/test_decision.py checks it run for run): every arm here is expressible as production options.
-Static caps run as the `static` policy and are exported as that adaptive equivalent.
+(tests/test_decision.py checks it run for run): every static arm is expressible as production options. Static
+caps run as the `static` policy and are exported as that adaptive equivalent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
-from simlab.decision.rule import P95, THR, Arm
-from simlab.experiments.runner import Job, run_jobs
+from simlab.experiments.plan import ArmSpec
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
-from simlab.world.conditions import Condition
 
 SHARE = "batch_deadline_share"  # measured where a batch workload has deadline_ms ([decision] may require it)
 PRODUCTION_KEYS = ("maxConcurrency", "batchMaxConcurrency", "batchMinConcurrency", "interactiveRpsThreshold",
@@ -36,6 +32,14 @@ def production_options(options: SchedulerOptions) -> dict:
     return {k: data[k] for k in PRODUCTION_KEYS if k in data}
 
 
+def exported_options(options: SchedulerOptions) -> dict:
+    """Production options when the arm has them, else simlab's own options (baselines)."""
+    try:
+        return production_options(options)
+    except ValueError:
+        return options.to_json_dict()
+
+
 def _snake(camel: str) -> str:
     for name, f in SchedulerOptions.model_fields.items():
         if (f.alias or "") == camel or name.replace("_", "") == camel.lower():
@@ -43,15 +47,19 @@ def _snake(camel: str) -> str:
     return camel
 
 
-@dataclass
-class Spec:
-    label: str
-    options: SchedulerOptions
-    family: str  # static | adaptive | baseline
+def backend_slots(scenario: Scenario) -> int | None:
+    """How many tasks the backend serves at once (GPU slots, sequences of a batch, the provider's concurrency
+    quota); None when unlimited."""
+    b = scenario.backend
+    for name in ("slots", "max_num_seqs", "concurrency"):
+        value = getattr(b, name, None)
+        if value is not None:
+            return int(value)
+    return None
 
 
 FULL_SWEEP_CAPS = 64  # every static cap up to this one is measured (the bundled scenarios stay within it)
-SAMPLED_CAPS = 32  # beyond it, this many more, spaced geometrically up to maxConcurrency - 1
+SAMPLED_CAPS = 32  # beyond it, this many more, spaced geometrically up to the top cap
 
 
 def _ceil_root(x: int, n: int) -> int:
@@ -66,11 +74,19 @@ def _ceil_root(x: int, n: int) -> int:
     return lo
 
 
-def static_caps(base: SchedulerOptions) -> list[int]:
-    """The static caps the frontier measures: every cap 1..maxConcurrency-1 up to FULL_SWEEP_CAPS; above that,
-    every cap to FULL_SWEEP_CAPS, SAMPLED_CAPS more spaced geometrically up to maxConcurrency-1 (always included),
-    and the options' own batchMaxConcurrency. A function of the options alone (not of --workers)."""
+def top_cap(base: SchedulerOptions, scenario: Scenario | None = None) -> int:
+    """The largest batch cap worth measuring: maxConcurrency - 1 (one slot kept for interactive work), and none
+    above what the backend can run."""
     top = (base.max_concurrency or 2) - 1
+    slots = backend_slots(scenario) if scenario is not None else None
+    return min(top, slots) if slots is not None else top
+
+
+def static_caps(base: SchedulerOptions, scenario: Scenario | None = None) -> list[int]:
+    """The static caps the frontier measures: every cap 1..top (`top_cap`) up to FULL_SWEEP_CAPS; above that,
+    every cap to FULL_SWEEP_CAPS, SAMPLED_CAPS more spaced geometrically up to the top (always included), and the
+    options' own batchMaxConcurrency. A function of the options and the backend alone (not of --workers)."""
+    top = top_cap(base, scenario)
     if top <= FULL_SWEEP_CAPS:
         return list(range(1, top + 1))
     caps = set(range(1, FULL_SWEEP_CAPS + 1))
@@ -82,74 +98,70 @@ def static_caps(base: SchedulerOptions) -> list[int]:
     return sorted(caps)
 
 
-def caps_note(base: SchedulerOptions) -> str | None:
+def caps_note(base: SchedulerOptions, scenario: Scenario | None = None) -> str | None:
     """A warning when the frontier samples the caps rather than measuring every one; None when it measures all."""
-    caps, top = static_caps(base), (base.max_concurrency or 2) - 1
+    caps, top = static_caps(base, scenario), top_cap(base, scenario)
     if len(caps) == top:
         return None
-    return (f"maxConcurrency = {top + 1:,}: the static frontier measures {len(caps)} of the {top:,} caps 1..{top:,} "
-            f"(every cap up to {FULL_SWEEP_CAPS}, then {SAMPLED_CAPS} spaced geometrically up to {top:,}, and "
-            f"the options' own batchMaxConcurrency), not every one")
+    return (f"maxConcurrency = {(base.max_concurrency or 2):,}: the static frontier measures {len(caps)} of the "
+            f"{top:,} caps 1..{top:,} (every cap up to {FULL_SWEEP_CAPS}, then {SAMPLED_CAPS} spaced geometrically "
+            f"up to {top:,}, and the options' own batchMaxConcurrency), not every one")
 
 
-def caps_swept(base: SchedulerOptions) -> str:
+def caps_swept(base: SchedulerOptions, scenario: Scenario | None = None) -> str:
     """What the frontier measured, for a sentence: 'static caps 1..7 swept', or how many of them."""
-    top = (base.max_concurrency or 2) - 1
-    n = len(static_caps(base))
+    top = top_cap(base, scenario)
+    n = len(static_caps(base, scenario))
     return f"static caps 1..{top} swept" if n == top else f"{n} static caps of 1..{top:,} swept"
 
 
-def frontier_specs(base: SchedulerOptions) -> list[Spec]:
-    return [Spec(f"static-{n}", base.with_changes(policy="static", batch_max_concurrency=n, batch_min_concurrency=n), "static")
-            for n in static_caps(base)]
+def static_label(cap: int) -> str:
+    return f"static-{cap}"
 
 
-@dataclass
-class Measured:
-    arms: list[Arm]
-    units: list[tuple[str, int]]  # (condition, seed) in the arms' order
-    bound_p95: list[float]  # batch-absent interactive P95 per unit
-    bound_throughput: list[float]  # batch-alone throughput per unit
-    rows: list[dict]  # every run's metrics with arm, condition, seed
+def frontier_specs(base: SchedulerOptions, scenario: Scenario | None = None) -> list[ArmSpec]:
+    return [ArmSpec(static_label(n), base.with_changes(policy="static", batch_max_concurrency=n,
+                                                      batch_min_concurrency=n), "static", cap=n)
+            for n in static_caps(base, scenario)]
 
 
-def measure(scenario: Scenario, specs: list[Spec], conditions: list[Condition], seeds: list[int], out: Path | None,
-            workers: int = 1, progress: bool = True, bounds: bool = True, scheduler=None) -> Measured:
-    """Every spec on every (condition, seed), plus the two bounds; one run folder per condition.
-    `scheduler`: a Dask scheduler address, as for `run_jobs` (identical results)."""
-    units = [(c.name, s) for c in conditions for s in seeds]
-    per: dict[str, dict[str, list[float]]] = {sp.label: {P95: [], THR: [], SHARE: []} for sp in specs}
-    b95: list[float] = []
-    bthr: list[float] = []
-    rows: list[dict] = []
-    free = (specs[0].options if specs else SchedulerOptions(policy="unscheduled")).with_changes(policy="unscheduled")
-    kinds = {w.kind for w in scenario.workload}
-    with_bounds = bounds and kinds == {"interactive", "batch"}
-    for cond in conditions:
-        world = cond.apply(scenario)
-        jobs = [Job(sp.label, sp.options, s) for sp in specs for s in seeds]
-        if with_bounds:
-            jobs += [Job("bound-no-batch", free, s, "no-batch") for s in seeds]
-            jobs += [Job("bound-batch-alone", free, s, "batch-alone") for s in seeds]
-        metrics = run_jobs(world, jobs, None if out is None else out / cond.name, workers, progress, scheduler)
-        for job, m in zip(jobs, metrics):
-            rows.append({"arm": job.label, "condition": cond.name, "seed": job.seed, **{k: m[k] for k in (P95, THR)}})
-            if job.label == "bound-no-batch":
-                b95.append(m[P95])
-            elif job.label == "bound-batch-alone":
-                bthr.append(m[THR])
-            else:
-                per[job.label][P95].append(m[P95])
-                per[job.label][THR].append(m[THR])
-                if SHARE in m:
-                    per[job.label][SHARE].append(m[SHARE])
-    arms = []
-    for sp in specs:
-        try:
-            opts = production_options(sp.options)
-        except ValueError:
-            opts = sp.options.to_json_dict()
-        share = per[sp.label][SHARE]
-        arms.append(Arm(sp.label, opts, per[sp.label][P95], per[sp.label][THR], sp.family,
-                        share if share and len(share) == len(per[sp.label][P95]) else None))
-    return Measured(arms, units, b95, bthr, rows)
+def reference_label(rule, base: SchedulerOptions, adaptive: str = "adaptive-defaults") -> str:
+    """The arm the "constrained" rule's throughput is measured against, by label: the one place it is resolved
+    (`adaptive`: the label the production defaults' adaptive arm has, e.g. `ab --options` names it "adaptive")."""
+    if rule.reference == "static":
+        return static_label(base.batch_max_concurrency)
+    return adaptive if rule.reference == "adaptive" else rule.reference
+
+
+def decide_specs(base: SchedulerOptions, scenario: Scenario, tuned: list[tuple[str, SchedulerOptions]]) -> list[ArmSpec]:
+    """Every arm `decide` compares: the frontier, the production defaults, tuning's candidates (dropped when they
+    are an arm already there), the baselines."""
+    specs = frontier_specs(base, scenario) + [ArmSpec("adaptive-defaults", base.with_changes(policy="adaptive"),
+                                                      "adaptive")]
+    for label, options in tuned:
+        specs.append(ArmSpec(label, options, "adaptive"))
+    specs += [ArmSpec("priority", base.with_changes(policy="priority"), "baseline"),
+              ArmSpec("unscheduled", base.with_changes(policy="unscheduled"), "baseline")]
+    return unique(specs)
+
+
+def unique(specs: list[ArmSpec]) -> list[ArmSpec]:
+    """One arm per production configuration: a tuned candidate equal to a static cap or to the defaults is that
+    arm (the first label wins)."""
+    seen: dict[str, str] = {}
+    out = []
+    for s in specs:
+        key = repr(sorted(exported_options(s.options).items()))
+        if key in seen:
+            continue
+        seen[key] = s.label
+        out.append(s)
+    return out
+
+
+def cap_beyond_backend(base: SchedulerOptions, scenario: Scenario) -> tuple[int, int] | None:
+    """(maxConcurrency, backend slots) when maxConcurrency lets more tasks in flight than the backend serves."""
+    slots = backend_slots(scenario)
+    if slots is not None and base.max_concurrency is not None and base.max_concurrency > slots:
+        return base.max_concurrency, slots
+    return None

@@ -1,47 +1,43 @@
-"""The decision rule: from per-unit measurements of every arm to one recommendation.
+"""The decision rule: from per-unit measurements of every arm to one choice, its tie set, and whether the answer
+is settled. Nothing here runs a simulation; every test is in simlab/decision/compare.py.
 
-A unit is one (traffic condition, seed) run; every arm is measured on the same units (common random
-numbers), so arms are compared with paired CIs. The rule (the scenario's [decision] table):
+Rule "constrained" (the default), on the scenario's [decision] table:
+1. Feasible: batch throughput >= throughput_fraction x the reference arm's, unit by unit (paired), within the
+   throughput margin (a shortfall smaller than the margin is no shortfall), shown by a one-sided t-test at
+   alpha = 1 - level; infeasible when shown below; otherwise undecided (not eligible).
+2. The leader is the feasible arm with the lowest mean P95. The tie set: the feasible arms not shown worse than
+   the leader by more than p95_margin x its P95 (Holm over the arms): those shown within the margin
+   ("equivalent") and those the units cannot yet tell apart ("undecided").
+3. Within the tie set, the arm with the highest mean throughput; the arms not shown below it by more than
+   throughput_margin tie on throughput too.
+4. The pick: the simplest of those (static before adaptive, fewer options changed from production, rounder
+   values), then the highest throughput, then the lowest P95.
+5. No arm of the tie set may dominate the pick (compare.dominators, Holm: better by more than a margin on one
+   axis, no worse by a margin on the other): the choice moves to the dominator with the highest throughput (then
+   lowest P95) until none is left.
+Rule "slo": the same with the axes swapped: feasible when P95 is shown under the SLO (or, when no arm can be,
+under the batch-absent bound x (1 + bound_tolerance)), within the P95 margin; the leader has the highest
+throughput; P95 decides the ties within the tie set.
 
-- "constrained" (default): an arm is feasible when the lower CI bound of its paired throughput margin
-  (throughput - fraction x reference throughput) is >= 0; among feasible arms, the lowest mean P95 wins, and
-  every arm whose paired P95 difference with it is not significant ties with it. Ties go to the higher
-  throughput, then (among throughputs that tie in turn) to the simpler arm.
-- "slo": feasible when the P95 CI's upper bound meets the SLO (or, when no arm can, the batch-absent bound
-  x (1 + bound_tolerance)); the highest throughput wins; throughput ties go to lower P95, then simplicity.
-- either rule, with `batch_deadline_share`: an arm is feasible only if the lower CI bound of its share of batch jobs
-  done by their deadline is at least that share.
-
-Simplicity: static before adaptive, then fewer options that differ from the production defaults, then
-rounder values. Nothing here runs a simulation.
+An undecided arm counts in a tie set when its point estimate is within the margin (the best guess the units
+allow). Settled: the choice is the same with every undecided arm counted in, every one counted out, and each
+one counted the other way; and with each arm of undecided feasibility counted feasible. Otherwise the arms that move it
+are named ("unsettling") and racing (simlab/decision/racing.py) measures more units.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from simlab.experiments.stats import mean_ci, paired
-from simlab.records import DecisionRecord
+from simlab.decision.compare import (Arm, Axis, alpha_of, axes, dominators, equivalent, holm, p_above,
+                                     p_below, units_to_decide, worse_beyond)
 
-P95, THR = "interactive_p95_ms", "batch_throughput_per_min"
-
-
-@dataclass
-class Arm:
-    """One configuration measured on the common units."""
-
-    label: str  # "static-14", "adaptive-tuned", "adaptive-defaults", "priority", ...
-    options: dict  # the production SchedulerOptions (camelCase) that reproduce it
-    p95: list[float]  # per unit, in unit order
-    throughput: list[float]
-    family: str = "adaptive"  # static | adaptive | baseline (priority, unscheduled: not deployable as options)
-    deadline_share: list[float] | None = None  # per unit: batch jobs done by their deadline (None: not measured)
-
-    def ci(self, which: str, level: float = 0.95) -> tuple[float, float, float]:
-        return mean_ci(self.p95 if which == P95 else self.throughput, level)
+FEASIBILITY = ("yes", "no", "undecided")
+STANDINGS = ("leader", "equivalent", "undecided", "out")
+IN = ("leader", "equivalent", "undecided")  # in the tie set
 
 
 def _round_score(value) -> float:
@@ -58,171 +54,257 @@ def simplicity(arm: Arm, defaults: dict) -> tuple:
     return (rank, len(changed), sum(_round_score(arm.options[k]) for k in changed))
 
 
-def _pdiff(a: list[float], b: list[float], level: float) -> dict:
-    return paired(a, b, level)
+def mean(values) -> float:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(np.mean(v)) if len(v) else math.nan
 
 
-def _significant_below(d: dict) -> bool:
-    return bool(np.isfinite(d["diff_ci_high"]) and d["diff_ci_high"] < 0)
+@dataclass
+class Standing:
+    """Where one deployable arm stands: feasibility, its place against the leader (primary axis) and, inside the
+    tie set, against the best arm on the secondary axis. Codes only ("" where not judged)."""
+
+    feasible: str = ""  # FEASIBILITY
+    tie: str = ""  # STANDINGS, on the primary axis (P95 under "constrained")
+    second: str = ""  # STANDINGS, on the secondary axis, within the tie set
 
 
-def _significant_above(d: dict) -> bool:
-    return bool(np.isfinite(d["diff_ci_low"]) and d["diff_ci_low"] > 0)
+@dataclass
+class Outcome:
+    """The rule's answer on one set of units."""
+
+    choice: str | None
+    pick: str | None  # before the move to a dominating arm of the tie set
+    leader: str | None
+    second_leader: str | None
+    standings: dict[str, Standing]
+    settled: bool
+    unsettling: list[str] = field(default_factory=list)  # arms whose undecided standing could move the choice
+    units_needed: float = 0.0  # units per arm that would decide them, at the effects measured (inf: never)
+    limit_ms: float | None = None  # "slo" rule: the P95 limit judged (the SLO, or the bound x tolerance)
+    limit_kind: str = ""  # "slo" | "bound" | ""
+    no_choice: str = ""  # "" | "no-feasible": why there is no choice
+
+    @property
+    def tie_set(self) -> list[str]:
+        return [k for k, s in self.standings.items() if s.tie in IN]
 
 
-def decide(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p95: list[float] | None = None,
-           slo_ms: float | None = None, groups: list[slice] | None = None) -> DecisionRecord:
-    """Apply `rule` (a scenario.Decision) to `arms`. `reference` sets the throughput yardstick. `groups`: the
-    units of each traffic condition (default: one group), for the last step: no feasible arm may dominate the
-    choice across them (`dominated_across`), or the choice moves to it."""
-    groups = groups or [slice(None)]
-    level = rule.level
-    deployable = [a for a in arms if a.family in ("static", "adaptive")]
-    rows = {a.label: {"arm": a.label, "family": a.family, "options": a.options} for a in arms}
-    for a in arms:
-        r = rows[a.label]
-        r["p95_mean"], r["p95_ci_low"], r["p95_ci_high"] = a.ci(P95, level)
-        r["throughput_mean"], r["throughput_ci_low"], r["throughput_ci_high"] = a.ci(THR, level)
-    on_time = _deadline_check(arms, rule, rows, level)
-    deployable = [a for a in deployable if on_time(a)]
+@dataclass
+class Frozen:
+    """An arm racing stopped measuring: its standing when it stopped, not judged again."""
+
+    standing: Standing
+    round: int
+
+
+def constraint_gap(a: Arm, rule, reference: Arm | None, limit: float | None):
+    """Per unit, how far `a` is inside the rule's constraint (> 0: inside), the axis's margin counted as no
+    worse: "constrained", throughput - (1 - throughput_margin) x throughput_fraction x the reference's; "slo",
+    (1 + p95_margin) x limit - P95. None when there is nothing to judge against."""
     if rule.rule == "constrained":
-        ref = reference.throughput if reference is not None else None
+        if reference is None:
+            return None
+        return a.throughput - (1 - rule.throughput_margin) * rule.throughput_fraction * reference.throughput
+    if limit is None:
+        return None
+    return (1 + rule.p95_margin) * limit - a.p95
+
+
+def feasibility(arms: list[Arm], rule, reference: Arm | None, bound_p95, slo_ms: float | None,
+                alpha: float) -> tuple[dict[str, str], float | None, str]:
+    """Feasibility of each deployable arm (yes / no / undecided), and for the "slo" rule the limit judged."""
+    def judged(limit) -> dict[str, str]:
+        out = {}
         for a in arms:
-            if ref is None:
-                rows[a.label]["feasible"] = on_time(a)
-                continue
-            margin = [t - rule.throughput_fraction * r for t, r in zip(a.throughput, ref)]
-            m = mean_ci(margin, level)
-            lo = m[1] if math.isfinite(m[1]) else m[0]
-            rows[a.label]["throughput_margin"] = m[0]
-            rows[a.label]["throughput_margin_ci_low"] = lo
-            rows[a.label]["feasible"] = bool(lo >= 0) and on_time(a)
-        feasible = [a for a in deployable if rows[a.label]["feasible"]]
-        if not feasible:
-            return _record(rule, None, "no deployable arm keeps batch throughput at "
-                           f"{rule.throughput_fraction:g} x the reference on the CI's lower bound", rows, [], [], arms, defaults, level)
-        best = min(feasible, key=lambda a: (rows[a.label]["p95_mean"], simplicity(a, defaults)))
-        ties = [a for a in feasible if a is best or not _significant_above(_pdiff(a.p95, best.p95, level))]
-        top = max(ties, key=lambda a: rows[a.label]["throughput_mean"])
-        thr_ties = [a for a in ties if a is top or not _significant_below(_pdiff(a.throughput, top.throughput, level))]
-        chosen = min(thr_ties, key=lambda a: (simplicity(a, defaults), rows[a.label]["p95_mean"]))
-        chosen = _undominated(chosen, ties, rows, level)
-        chosen, moved = _undominated_across(chosen, feasible, rows, level, groups)
-        reason = (f"lowest interactive P95 among arms whose batch throughput is >= {rule.throughput_fraction:g} x "
-                  f"{reference.label if reference else 'reference'} on the lower CI bound")
-        if rule.batch_deadline_share is not None:
-            reason += f" and whose batch jobs meet their deadline >= {rule.batch_deadline_share:.0%} (CI lower bound)"
-        if len(ties) > 1:
-            reason += f"; {len(ties)} arms tie on P95 (paired CIs), ranked by throughput then simplicity"
-        if moved:
-            reason += f"; moved to {chosen.label}, which dominates the P95 pick {moved} (paired CIs)"
-        return _record(rule, chosen, reason, rows, feasible, ties, arms, defaults, level)
-    # "slo"
-    def meets(a: Arm, limit: float) -> bool:
-        hi = rows[a.label]["p95_ci_high"]
-        return (hi if math.isfinite(hi) else rows[a.label]["p95_mean"]) <= limit
+            gap = constraint_gap(a, rule, reference, limit)
+            out[a.label] = _both("yes" if gap is None else _three(p_above(gap), p_below(gap), alpha),
+                                 on_time(a, rule, alpha))
+        return out
 
-    limit, how = slo_ms, f"P95 <= SLO {slo_ms:,.0f} ms (CI upper bound)"
-    feasible = [a for a in deployable if slo_ms is not None and meets(a, slo_ms)]
-    if not feasible and bound_p95:
-        limit = float(np.mean(bound_p95)) * (1 + rule.bound_tolerance)
-        how = f"the SLO cannot be met; P95 within {rule.bound_tolerance:.0%} of the batch-absent bound ({limit:,.0f} ms)"
-        feasible = [a for a in deployable if meets(a, limit)]
-    for a in arms:
-        rows[a.label]["feasible"] = a in feasible
-    if rule.batch_deadline_share is not None:
-        how += f" and batch jobs done by their deadline >= {rule.batch_deadline_share:.0%} (CI lower bound)"
-    if not feasible:
-        return _record(rule, None, f"no deployable arm meets {how}", rows, [], [], arms, defaults, level)
-    top = max(feasible, key=lambda a: rows[a.label]["throughput_mean"])
-    ties = [a for a in feasible if a is top or not _significant_below(_pdiff(a.throughput, top.throughput, level))]
-    chosen = min(ties, key=lambda a: (simplicity(a, defaults), rows[a.label]["p95_mean"]))
-    p95_best = min(ties, key=lambda a: rows[a.label]["p95_mean"])
-    if _significant_above(_pdiff(chosen.p95, p95_best.p95, level)):
-        chosen = p95_best  # a measurably lower P95 at the same throughput beats simplicity
-    chosen = _undominated(chosen, ties, rows, level)
-    chosen, moved = _undominated_across(chosen, feasible, rows, level, groups)
-    how += f"; moved to {chosen.label}, which dominates {moved} (paired CIs)" if moved else ""
-    return _record(rule, chosen, f"highest batch throughput with {how}", rows, feasible, ties, arms, defaults, level)
+    if rule.rule == "constrained":
+        return judged(None), None, ""
+    out, limit, kind = judged(slo_ms), slo_ms, "slo"
+    bound = mean(bound_p95) if bound_p95 is not None else math.nan
+    if not any(v in ("yes", "undecided") for v in out.values()) and math.isfinite(bound):
+        limit, kind = bound * (1 + rule.bound_tolerance), "bound"
+        out = judged(limit)
+    return out, limit, kind
 
 
-def _deadline_check(arms: list[Arm], rule, rows, level):
-    """`batch_deadline_share`: a predicate on arms (the lower CI bound of the share meets it), its numbers in rows."""
+def on_time(a: Arm, rule, alpha: float) -> str:
+    """`batch_deadline_share`: whether the arm's share of batch jobs done by their deadline is shown at least that
+    share (one-sided t-test, like the constraint); "no" when the share was not measured (it cannot be shown)."""
     target = getattr(rule, "batch_deadline_share", None)
     if target is None:
-        return lambda a: True
-    ok = set()
-    for a in arms:
-        if a.deadline_share is None:
-            continue  # not measured: it cannot be shown to meet the share
-        mean, lo, hi = mean_ci(a.deadline_share, level)
-        lo = lo if math.isfinite(lo) else mean
-        rows[a.label].update(deadline_share_mean=mean, deadline_share_ci_low=lo, deadline_share_ci_high=hi)
-        if lo >= target:
-            ok.add(a.label)
-    return lambda a: a.label in ok
+        return "yes"
+    if a.deadline_share is None or not np.isfinite(a.deadline_share).any():
+        return "no"
+    gap = a.deadline_share - target
+    return _three(p_above(gap), p_below(gap), alpha)
 
 
-def _undominated(chosen: Arm, pool: list[Arm], rows, level) -> Arm:
-    """Within the tie set, the throughput-then-simplicity order can land on an arm another tied arm dominates:
-    move to the dominator until none is left. Only within the tie set: "not measurably worse" is not
-    transitive, and chains of it outside would drift P95 far from the best arm's."""
-    for _ in range(len(pool)):
-        better = [a for a in pool if a is not chosen and dominated_by(chosen, a, level)]
-        if not better:
-            break
-        chosen = max(better, key=lambda a: (rows[a.label]["throughput_mean"], -rows[a.label]["p95_mean"]))
-    return chosen
+def _both(first: str, second: str) -> str:
+    """Feasible on two constraints: yes when both are shown, no when either is shown violated."""
+    if "no" in (first, second):
+        return "no"
+    return "yes" if first == second == "yes" else "undecided"
 
 
-def _undominated_across(chosen: Arm, feasible: list[Arm], rows, level, groups) -> tuple[Arm, str | None]:
-    """No feasible deployable arm may dominate the choice (across the conditions' groups): "not measurably
-    worse" does not chain, so the P95 pick's tie set can leave out an arm that ties with the pick and beats it
-    on throughput. Move to the dominator (highest throughput, then lowest P95) until none is left; every move is
-    a measurable gain on one axis and no measurable loss on the other. (first pick's label, or None)"""
-    first = chosen.label
-    for _ in range(len(feasible)):
-        better = [a for a in feasible if a is not chosen and dominated_across(chosen, a, groups, level)]
-        if not better:
-            break
-        chosen = max(better, key=lambda a: (rows[a.label]["throughput_mean"], -rows[a.label]["p95_mean"]))
-    return chosen, (first if chosen.label != first else None)
+def _three(p_yes: float, p_no: float, alpha: float) -> str:
+    return "yes" if p_yes < alpha else ("no" if p_no < alpha else "undecided")
 
 
-def _record(rule, chosen: Arm | None, reason, rows, feasible, ties, arms, defaults, level) -> DecisionRecord:
-    for a in arms:
-        r = rows[a.label]
-        r["chosen"] = chosen is not None and a.label == chosen.label
-        r["p95_tie"] = a in ties
-        if chosen is not None:
-            d = _pdiff(a.p95, chosen.p95, level)
-            t = _pdiff(a.throughput, chosen.throughput, level)
-            r["p95_vs_chosen"], r["p95_vs_chosen_ci_low"], r["p95_vs_chosen_ci_high"] = d["diff"], d["diff_ci_low"], d["diff_ci_high"]
-            r["thr_vs_chosen"], r["thr_vs_chosen_ci_low"], r["thr_vs_chosen_ci_high"] = t["diff"], t["diff_ci_low"], t["diff_ci_high"]
-    ranking = sorted(rows.values(), key=lambda r: (not r.get("feasible", False), r["p95_mean"]))
-    return DecisionRecord(rule.rule, chosen.label if chosen else None, reason, [a.label for a in feasible],
-                          [a.label for a in ties], ranking)
+def against(anchor: Arm, pool: list[Arm], axis: Axis, alpha: float) -> dict[str, str]:
+    """Each arm of `pool` against `anchor` on `axis`: equivalent (within +-margin), out (worse by more than the
+    margin) or undecided; two families (equivalence claims, "worse" claims), each Holm-corrected."""
+    others = [a for a in pool if a.label != anchor.label]
+    eq, _ = holm([equivalent(o, anchor, axis) for o in others], alpha)
+    worse, _ = holm([worse_beyond(o, anchor, axis) for o in others], alpha)
+    out = {anchor.label: "leader"}
+    for o, e, w in zip(others, eq, worse):
+        out[o.label] = "equivalent" if e else ("out" if w else "undecided")
+    return out
 
 
-def dominated_by(arm: Arm, other: Arm, level: float = 0.95) -> bool:
-    """`other` is measurably better on one axis and not measurably worse on the other (paired CIs)."""
-    d = paired(other.p95, arm.p95, level)
-    t = paired(other.throughput, arm.throughput, level)
-    better_p95, worse_p95 = _significant_below(d), _significant_above(d)
-    better_thr, worse_thr = _significant_above(t), _significant_below(t)
-    return (better_p95 and not worse_thr) or (better_thr and not worse_p95)
+def score(arm: Arm, axis: Axis) -> float:
+    """The arm's mean on `axis`, signed so that higher is better."""
+    m = mean(arm.values(axis.name))
+    return -m if axis.lower_is_better else m
 
 
-def dominated_across(arm: Arm, other: Arm, groups: list[slice], level: float = 0.95) -> bool:
-    """`other` dominates `arm` across traffic conditions (each group: one condition's units): over all the units
-    it is measurably better on one axis and not measurably worse on the other (`dominated_by`, paired CIs), and
-    on no single condition is it measurably worse on either axis. A cap that wins on the pooled traffic but
-    loses measurably at some load level is a trade-off across conditions, not a domination."""
-    if not dominated_by(arm, other, level):
-        return False
-    for g in groups:
-        d = paired(other.p95[g], arm.p95[g], level)
-        t = paired(other.throughput[g], arm.throughput[g], level)
-        if _significant_above(d) or _significant_below(t):
+def _best(pool: list[Arm], axis: Axis, defaults: dict) -> Arm:
+    return min(pool, key=lambda a: (-score(a, axis), simplicity(a, defaults), a.label))
+
+
+@dataclass
+class _Pick:
+    choice: Arm | None
+    pick: Arm | None
+    leader: Arm | None
+    second_leader: Arm | None
+    tie: dict[str, str]
+    second: dict[str, str]
+
+
+def inside(a: Arm, anchor: Arm, axis: Axis) -> bool:
+    """The point estimate of `a` is within the margin of the anchor's (its best guess, while undecided)."""
+    v, w = mean(a.values(axis.name)), mean(anchor.values(axis.name))
+    return v <= (1 + axis.margin) * w if axis.lower_is_better else v >= (1 - axis.margin) * w
+
+
+def _pick(pool: list[Arm], primary: Axis, secondary: Axis, alpha: float, defaults: dict, p95: Axis, thr: Axis,
+          force: str | None = None, flip: frozenset = frozenset()) -> _Pick:
+    """Steps 2-5 on the feasible `pool`. An undecided arm counts in a tie set when its point estimate is within
+    the margin (`force` "in" / "out": every undecided arm in / out; `flip`: these undecided arms the other way)."""
+    if not pool:
+        return _Pick(None, None, None, None, {}, {})
+
+    def counts(a: Arm, standing: str, anchor: Arm, axis: Axis) -> bool:
+        if standing in ("leader", "equivalent"):
+            return True
+        if standing != "undecided":
             return False
-    return True
+        guess = {"in": True, "out": False}.get(force) if force else inside(a, anchor, axis)
+        return guess != (a.label in flip)
+
+    leader = _best(pool, primary, defaults)
+    tie = against(leader, pool, primary, alpha)
+    kept = [a for a in pool if counts(a, tie[a.label], leader, primary)]
+    top = _best(kept, secondary, defaults)
+    second = against(top, kept, secondary, alpha)
+    tied = [a for a in kept if counts(a, second[a.label], top, secondary)]
+    first = min(tied, key=lambda a: (simplicity(a, defaults), -score(a, secondary), -score(a, primary), a.label))
+    chosen = first
+    for _ in range(len(kept)):
+        better = dominators(chosen, kept, p95, thr, alpha).dominators
+        if not better:
+            break
+        by = {a.label: a for a in kept}
+        chosen = max((by[b] for b in better), key=lambda a: (score(a, secondary), score(a, primary), a.label))
+    return _Pick(chosen, first, leader, top, tie, second)
+
+
+
+
+def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p95=None, slo_ms: float | None = None,
+          frozen: dict[str, Frozen] | None = None, settle: bool = True) -> Outcome:
+    """Apply `rule` (a scenario.Decision) to `arms` on their common units. `reference`: the throughput
+    yardstick of the "constrained" rule. `frozen`: arms racing stopped measuring (their standing is kept).
+    settle=False skips the settledness check (tuning's pick over trials)."""
+    frozen = frozen or {}
+    alpha = alpha_of(rule)
+    p95, thr = axes(rule)
+    primary, secondary = (p95, thr) if rule.rule == "constrained" else (thr, p95)
+    live = [a for a in arms if a.deployable and a.label not in frozen]
+    feasible, limit, kind = feasibility(live, rule, reference, bound_p95, slo_ms, alpha)
+    yes = [a for a in live if feasible[a.label] == "yes"]
+    maybe = [a for a in live if feasible[a.label] == "undecided"]
+    # an undecided arm counts in a tie set on its point estimate; the answer is settled when that guess does not
+    # matter: every undecided arm in, every one out, each one the other way, each undecided feasibility counted in
+    base = _pick(yes, primary, secondary, alpha, defaults, p95, thr)
+    standings = {}
+    for a in arms:  # in the arms' order; the arms racing stopped keep their standing
+        if a.label in frozen:
+            standings[a.label] = frozen[a.label].standing
+        elif a in live:
+            standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""))
+    if base.choice is None:
+        unsettling = [a.label for a in maybe]
+        return Outcome(None, None, None, None, standings, not unsettling, unsettling,
+                       _needed_feasibility(maybe, rule, reference, limit, alpha), limit, kind, "no-feasible")
+    if not settle:
+        return Outcome(base.choice.label, base.pick.label, base.leader.label, base.second_leader.label, standings,
+                       True, [], 0.0, limit, kind)
+    everyone = _pick(yes, primary, secondary, alpha, defaults, p95, thr, "in")
+    undecided = sorted({k for k, v in base.tie.items() if v == "undecided"}
+                       | {k for k, v in everyone.second.items() if v == "undecided"})
+    variants = {"all in": everyone, "all out": _pick(yes, primary, secondary, alpha, defaults, p95, thr, "out")}
+    for k in undecided:
+        variants[k] = _pick(yes, primary, secondary, alpha, defaults, p95, thr, flip=frozenset({k}))
+    for a in maybe:
+        variants["feasible " + a.label] = _pick(yes + [a], primary, secondary, alpha, defaults, p95, thr)
+    moved = [k for k, v in variants.items() if v.choice is None or v.choice.label != base.choice.label]
+    singles = {k.removeprefix("feasible ") for k in moved if k not in ("all in", "all out")}
+    unsettling = sorted(singles or (set(undecided) if moved else set()))
+    needed = _needed(base, everyone, unsettling, {a.label: a for a in live}, primary, secondary, alpha, rule,
+                     reference, limit)
+    return Outcome(base.choice.label, base.pick.label, base.leader.label, base.second_leader.label, standings,
+                   not moved, unsettling, needed, limit, kind)
+
+
+def _needed(base: _Pick, everyone: _Pick, unsettling: list[str], by: dict[str, Arm], primary: Axis,
+            secondary: Axis, alpha: float, rule, reference, limit) -> float:
+    """Units per arm that would decide every unsettling arm, if the effects stay as measured."""
+    need = 0.0
+    for k in unsettling:
+        a = by[k]
+        if base.tie.get(k) == "undecided":
+            need = max(need, _needed_against(a, base.leader, primary, alpha))
+        if everyone.second.get(k) == "undecided" and everyone.second_leader is not None:
+            need = max(need, _needed_against(a, everyone.second_leader, secondary, alpha))
+        if k not in base.tie:  # undecided feasibility
+            need = max(need, _needed_feasibility([a], rule, reference, limit, alpha))
+    return need
+
+
+def _needed_against(a: Arm, anchor: Arm, axis: Axis, alpha: float) -> float:
+    """The margin that decides the standing is the one on the anchor's worse side (the anchor is the best mean);
+    an arm heading into the tie set must also clear the other side."""
+    v, w = a.values(axis.name), anchor.values(axis.name)
+    hi, lo = v - (1 + axis.margin) * w, v - (1 - axis.margin) * w
+    side, other = (hi, lo) if axis.lower_is_better else (lo, hi)
+    need = units_to_decide(side, alpha)
+    heading_in = mean(side) < 0 if axis.lower_is_better else mean(side) > 0
+    return max(need, units_to_decide(other, alpha)) if heading_in else need
+
+
+def _needed_feasibility(arms: list[Arm], rule, reference, limit, alpha: float) -> float:
+    need = 0.0
+    for a in arms:
+        gap = constraint_gap(a, rule, reference, limit)
+        if gap is not None:
+            need = max(need, units_to_decide(gap, alpha))
+    return need
+

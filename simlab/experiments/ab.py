@@ -45,8 +45,6 @@ def _filled(rows: list[dict]) -> list[dict]:
 
 NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
 
-def seeds_for(seed: int, replications: int) -> list[int]:
-    return list(range(seed, seed + replications))
 
 
 def plan(scenario: Scenario, options: SchedulerOptions, policies, seeds, bounds: bool = True,

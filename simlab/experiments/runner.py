@@ -159,28 +159,35 @@ def run_jobs(scenario: Scenario, jobs: list[Job], out: Path | None, workers: int
     cluster instead of local processes. Each job is the same pure function of (scenario, job), so results are
     identical wherever they run; `out` must then be a folder every worker can write (a shared filesystem).
     """
+    return run_cells([(scenario, job, out) for job in jobs], workers, progress, scheduler)
+
+
+def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, progress: bool = True,
+              scheduler: str | None = None) -> list[dict]:
+    """`run_jobs` for jobs of several scenarios (e.g. every traffic condition of a plan) in one pool: metrics in
+    the order of `cells`, each (scenario, job, output folder)."""
     from tqdm import tqdm
 
     results: dict[int, dict] = {}
-    bar = tqdm(total=len(jobs), desc="runs", unit="run", disable=not progress, file=None, leave=False)
+    bar = tqdm(total=len(cells), desc="runs", unit="run", disable=not progress, file=None, leave=False)
     try:
         if scheduler is not None:
-            for i, metrics in _on_dask(scheduler, [(scenario, job, out) for job in jobs]):
+            for i, metrics in _on_dask(scheduler, cells):
                 results[i] = metrics
                 bar.update()
-        elif workers <= 1 or len(jobs) <= 1:
-            for i, job in enumerate(jobs):
-                results[i] = execute(scenario, job, out)
+        elif workers <= 1 or len(cells) <= 1:
+            for i, cell in enumerate(cells):
+                results[i] = execute(*cell)
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-                futures = {pool.submit(_execute_args, (scenario, job, out)): i for i, job in enumerate(jobs)}
+            with ProcessPoolExecutor(max_workers=min(workers, len(cells))) as pool:
+                futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
                     bar.update()
     finally:
         bar.close()
-    return [results[i] for i in range(len(jobs))]
+    return [results[i] for i in range(len(cells))]
 
 
 def _on_dask(scheduler, args: list[tuple]):

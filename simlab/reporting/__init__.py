@@ -25,6 +25,8 @@ def output_paths(dirs: list[str], out: str | None, first_source: Path | None = N
             return p.with_suffix(".html"), p
         return p / "report.html", p / "report.md"
     base = (first_source if first_source is not None else Path(dirs[0])).resolve().parent
+    while (base / "result.json").is_file() and base.parent != base:
+        base = base.parent  # never inside a command's own folder (e.g. decide/ for decide/tune/)
     return base / "report.html", base / "report.md"
 
 
@@ -38,20 +40,22 @@ def build_report(dirs: list[str], out: str | None = None, title: str | None = No
     from simlab.reporting.html import render_html
     from simlab.reporting.markdown import render_markdown
 
-    sources = collect(dirs)
+    skipped: list[Path] = []
+    sources = collect(dirs, skipped)
     html_path, md_path = output_paths(dirs, out, sources[0].path)
     html_path, md_path = html_path.absolute(), md_path.absolute()
     for target in (html_path, md_path):
         output_file(target, "--out" if out else None)  # a folder, or not writable: exit 2 before anything is built
     own = {(s.path / n).resolve() for s in sources for n in ("report.md", "report.html")}
     for target in (html_path, md_path):
-        if target.resolve() in own:  # never overwrite a command's own report
-            raise InputError(None, "--out", f"{target} is a report that simlab wrote into an input folder; "
-                             "choose another --out")
+        # never overwrite a command's own report: an input's, or any folder a command wrote (its result.json)
+        if target.resolve() in own or (target.parent / "result.json").is_file():
+            raise InputError(None, "--out", f"{target} is in a folder that a simlab command wrote; choose another "
+                             "--out")
     doc = build_document(sources, md_path.parent, title)
     html = render_html(doc)
     md = render_markdown(doc, md_path.parent)
     atomic_write_text(html_path, html)
     atomic_write_text(md_path, md)
     return html_path, md_path, {"sources": [(s.kind, s.path) for s in sources], "figures": len(doc.figures()),
-                                "tables": doc.count("Table")}
+                                "tables": doc.count("Table"), "skipped": skipped}

@@ -13,17 +13,18 @@ from pathlib import Path
 from simlab import records
 from simlab.errors import InputError
 
-ORDER = ("ab", "tune", "calibrate", "fit", "calibrate-gpu")  # the order of the sections in the report
+ORDER = ("decide", "ab", "tune", "calibrate", "fit", "calibrate-gpu")  # the order of the sections in the report
 # files each command writes besides result.json: a folder with some of them but no result.json is old or unfinished
 SIGNS = {
     "ab": ("summary.csv", "policies.csv", "meta.json", "runs"),
+    "decide": ("frontier.csv", "selection", "confirmation", "answer.json"),
     "tune": ("validation-summary.csv", "trials.csv", "study.db"),
     "calibrate": ("calibration.json", "knee.csv"),
     "fit": ("fit.json", "rates.csv"),
     "calibrate-gpu": ("step.toml", "fit.csv"),
 }
-EXPECTED = ("the output folder of simlab ab, tune, calibrate, fit or calibrate-gpu (with its result.json), or a folder "
-            "holding such folders")
+EXPECTED = ("the output folder of simlab decide, ab, tune, calibrate, fit or calibrate-gpu (with its result.json), or a "
+            "folder holding such folders")
 
 
 @dataclass
@@ -61,8 +62,9 @@ def _listing(path: Path) -> str:
     return f"found {', '.join(names[:8])}{more}"
 
 
-def resolve(given: str) -> list[Path]:
-    """The output folders one DIR argument stands for: the folder itself, or the output folders directly inside."""
+def resolve(given: str, skipped: list[Path] | None = None) -> list[Path]:
+    """The output folders one DIR argument stands for: the folder itself, or the output folders directly inside
+    (the other folders inside are appended to `skipped`, so the report can name them)."""
     path = Path(given)
     if not path.exists():
         raise InputError(given, None, f"no such folder; expected {EXPECTED}")
@@ -76,6 +78,8 @@ def resolve(given: str) -> list[Path]:
     inside = [p for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith(".")]
     outputs = [p for p in inside if _is_output(p)]
     if outputs:
+        if skipped is not None:
+            skipped.extend(p for p in inside if p not in outputs)
         return outputs
     for p in inside:
         unfinished = _unfinished(p)
@@ -84,12 +88,14 @@ def resolve(given: str) -> list[Path]:
     raise InputError(given, None, f"not a simlab output folder ({_listing(path)}); expected {EXPECTED}")
 
 
-def collect(dirs: list[str]) -> list[Source]:
-    """Every DIR recognised and read, sorted into report order (ab, tune, calibrate, fit, calibrate-gpu; then as given)."""
+def collect(dirs: list[str], skipped: list[Path] | None = None) -> list[Source]:
+    """Every DIR recognised and read, sorted into report order (decide, ab, tune, calibrate, fit, calibrate-gpu;
+    then as given).
+    Folders inside a DIR that are not simlab outputs go to `skipped`."""
     found: list[Source] = []
     seen = set()
     for given in dirs:
-        for path in resolve(given):
+        for path in resolve(given, skipped):
             key = path.resolve()
             if key in seen:
                 continue

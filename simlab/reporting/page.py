@@ -15,7 +15,7 @@ from simlab.reporting.figures import caption
 from simlab.reporting.document import Bullets, Contents, Document, Figure, Heading, Paragraph
 from simlab.reporting.words import describe
 
-KIND_TITLES = {"ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit",
+KIND_TITLES = {"decide": "Decision", "ab": "A/B", "tune": "Tuning", "calibrate": "Calibration", "fit": "Workload fit",
                "calibrate-gpu": "Step-time fit"}
 
 
@@ -28,7 +28,7 @@ def build_document(sources: list[Source], base: Path, title: str | None) -> Docu
     doc = Document(title or "Design review: " + " · ".join(names))
     doc.subtitle = "From " + ", ".join(f"`{s.label}` (simlab {s.kind})" for s in sources) + "."
     doc.add(Contents())
-    builders = {"ab": _ab, "tune": _tune, "calibrate": _calibrate, "fit": _fit, "calibrate-gpu": _gpu}
+    builders = {"decide": _decide, "ab": _ab, "tune": _tune, "calibrate": _calibrate, "fit": _fit, "calibrate-gpu": _gpu}
     _question(doc, sources)
     placed: set[Path] = set()
     for s in sources:
@@ -44,7 +44,11 @@ def _question(doc: Document, sources: list[Source]) -> None:
     items = []
     for s in sources:
         r = s.record
-        if s.kind == "ab":
+        if s.kind == "decide":
+            items.append(f"**{KIND_TITLES['decide']}**: on **{s.name}**, deploy the adaptive scheduler or a static cap, "
+                         "and with which options? Every static cap and adaptive arm on held-out traffic, confirmed on "
+                         "fresh seeds.")
+        elif s.kind == "ab":
             items.append(f"**{KIND_TITLES['ab']}**: what does each policy ({', '.join(f'`{p}`' for p in r.policies)}) "
                          f"do to interactive latency and batch throughput on **{s.name}**, against `{r.baseline}`, and "
                          "which meet the article's three success criteria (P95 not stuck above the "
@@ -74,17 +78,29 @@ def _question(doc: Document, sources: list[Source]) -> None:
 
 # --- A/B ------------------------------------------------------------------------------------------------------
 
+def _decide(doc: Document, s: Source, placed, many: bool) -> None:
+    from simlab.reporting.blocks.decide import decide_blocks
+
+    doc.add(Heading(2, f"Decision: {s.name}" + (f" (`{s.label}`)" if many else "")), *decide_blocks(s.record, 3))
+
+
+# --- A/B ------------------------------------------------------------------------------------------------------
+
 def _ab(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.reporting.blocks.ab import ab_blocks, verdict_blocks
+    from simlab.reporting.blocks.ab import ab_blocks, frontier_record, verdict_blocks
+    from simlab.reporting.blocks.decide import frontier_blocks
 
     doc.add(Heading(2, f"A/B: {s.name}" + (f" (`{s.label}`)" if many else "")), *verdict_blocks(s.record, 3),
             *ab_blocks(s.record, 3))
+    decision = frontier_record(s.path) if s.record.verdict else None
+    if decision is not None:
+        doc.add(*frontier_blocks(decision, 3))
 
 
 # --- tuning ---------------------------------------------------------------------------------------------------
 
 def _tune(doc: Document, s: Source, placed, many: bool) -> None:
-    from simlab.tuning.report import tune_blocks
+    from simlab.reporting.blocks.tune import tune_blocks
 
     doc.add(Heading(2, f"Tuned options: {s.name}" + (f" (`{s.label}`)" if many else "")), *tune_blocks(s.record, 3))
 

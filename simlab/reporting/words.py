@@ -5,8 +5,10 @@ return."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 from simlab.calibration.fit import ALPHA, MIN_PER_STEP, format_duration, format_span
+from simlab.experiments.tables import fmt_ci, fmt_num
 from simlab.records import ScenarioFacts
 
 
@@ -360,3 +362,404 @@ def _arrivals(w) -> str:
         "trace": lambda: f"a replayed trace ({w.file})",
         "resampled": lambda: f"arrivals resampled from {w.file} in {w.step_ms / 1000:g} s blocks",
     }.get(w.process, lambda: f"{w.process} arrivals")()  # a process added later still gets described
+
+
+# --- numbers in sentences -----------------------------------------------------------------------------------------
+
+
+def ci(i, unit: str = "", sign: bool = False) -> str:
+    """'59 [58, 60] ms' from an Interval (the mean alone when the interval is missing or a point)."""
+    if i is None or not math.isfinite(i.mean):
+        return "–"
+    text = ("+" if sign and i.mean > 0 else "") + fmt_num(i.mean)
+    if math.isfinite(i.ci_low) and math.isfinite(i.ci_high) and i.ci_low != i.ci_high:
+        lo, hi = (("+" if sign and v > 0 else "") + fmt_num(v) for v in (i.ci_low, i.ci_high))
+        text += f" [{lo}, {hi}]"
+    return text + (f" {unit}" if unit else "")
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:g}%"
+
+
+# --- shared: capacity and the backend ---------------------------------------------------------------------------
+
+def capacity_verdict(slo_bin_ms: float, p95_stay_ms: float) -> str:
+    """The A/B's criterion-1 verdict when even the batch-absent run fails it: what was judged, in words."""
+    return (f"capacity: even with batch absent, P95 in {slo_bin_ms / 1000:g} s bins stays above the SLO for "
+            f"{p95_stay_ms / 1000:g} s or more")
+
+
+def cap_beyond_backend(max_concurrency: int, slots: int) -> str:
+    return (f"maxConcurrency = {max_concurrency} lets more tasks in flight than the backend serves at once "
+            f"({slots}); the rest wait in the backend's own queue, where the scheduler cannot order them. The static "
+            f"frontier sweeps batch caps 1..{min(max_concurrency - 1, slots)} only.")
+
+
+# --- decide (simlab decide, and the frontier verdict of simlab ab) ------------------------------------------------
+
+def caps_text(caps: list[int]) -> str:
+    """[3, 4, 5, 7] -> '3-5 and 7'."""
+    caps = sorted(caps)
+    runs, start = [], None
+    for i, c in enumerate(caps):
+        start = c if start is None else start
+        if i + 1 == len(caps) or caps[i + 1] != c + 1:
+            runs.append(f"{start}" if start == c else f"{start}-{c}")
+            start = None
+    return runs[0] if len(runs) == 1 else ", ".join(runs[:-1]) + " and " + runs[-1]
+
+
+def arms_text(r, labels: list[str]) -> str:
+    """'static caps 3-6 and adaptive-tuned' for a list of arm labels."""
+    caps = [a.cap for a in r.selection if a.label in labels and a.family == "static" and a.cap is not None]
+    rest = [lab for lab in labels if not any(a.label == lab and a.family == "static" for a in r.selection)]
+    parts = []
+    if caps:
+        parts.append(("static cap " if len(caps) == 1 else "static caps ") + caps_text(caps))
+    parts += rest
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def arm_name(r, label: str | None) -> str:
+    a = r.arm(label) if label else None
+    if a is not None and a.family == "static" and a.cap is not None:
+        return f"static cap {a.cap}"
+    return label or "–"
+
+
+def margins_text(r) -> str:
+    return f"P95 {pct(r.p95_margin)}, throughput {pct(r.throughput_margin)}"
+
+
+def required_text(r) -> str:
+    """'0.9 x static-6 (550 jobs/min)' from the reference arm's throughput on the units reported."""
+    ref = r.arm(r.reference, confirmation=bool(r.confirmation)) or r.arm(r.reference)
+    need = f" ({fmt_num(r.throughput_fraction * ref.throughput.mean)} jobs/min)" if ref is not None else ""
+    return f"{r.throughput_fraction:g} x {r.reference}{need}"
+
+
+def _reported(r, label: str | None):
+    """The arm's result on the confirmation units when it ran there, else on the selection units."""
+    return r.arm(label, confirmation=True) or r.arm(label)
+
+
+def _counted(r, standing_of, anchor: str | None, axis: str) -> list[str]:
+    """The arms the rule counted in a tie set: shown within the margin, or undecided with the point estimate
+    inside it (simlab/decision/rule.py)."""
+    ref = r.arm(anchor)
+    out = []
+    for a in r.selection:
+        s = standing_of(a)
+        if s in ("leader", "equivalent"):
+            out.append(a.label)
+        elif s == "undecided" and ref is not None:
+            v, w = (a.p95.mean, ref.p95.mean) if axis == "P95" else (a.throughput.mean, ref.throughput.mean)
+            margin = r.p95_margin if axis == "P95" else r.throughput_margin
+            if (v <= (1 + margin) * w) if axis == "P95" else (v >= (1 - margin) * w):
+                out.append(a.label)
+    return out
+
+
+def _why(r) -> str:
+    """How the rule got from the tie set to the choice."""
+    first, second = ("P95", "throughput") if r.rule == "constrained" else ("throughput", "P95")
+    best = "highest" if second == "throughput" else "lowest"
+    if r.pick and r.pick != r.choice:
+        return (f"which dominates {arm_name(r, r.pick)}, the simplest of the ties (better on one axis, within the "
+                "margin on the other)")
+    ties = _counted(r, lambda a: a.tie, r.leader, first)
+    tied = [x for x in _counted(r, lambda a: a.second, r.second_leader, second) if x in ties]
+    if len(ties) <= 1:
+        return f"the {'lowest' if first == 'P95' else 'highest'} {first}"
+    if len(tied) > 1:
+        return (f"the simplest of those within the {second} margin of the {best} ({arms_text(r, tied)}; undecided "
+                "arms counted on their point estimates)")
+    return f"the {best} {second} of those within the {first} margin"
+
+
+def _slo_text(r, c) -> str:
+    slo = f"{fmt_num(r.slo_p95_ms)} ms SLO"
+    return {"yes": f"under the {slo}", "no": f"above the {slo}", "undecided": f"its CI straddles the {slo}"}.get(
+        r.slo_met, f"against the {slo}: {'under' if c.p95.mean <= r.slo_p95_ms else 'above'} on the mean")
+
+
+def trade_text(r, other: str | None) -> str:
+    """The choice against another arm in numbers ('adaptive-tuned: P95 -40 [-52, -28] ms but 186 jobs/min, under
+    the 0.9 x static-14 required'), on the confirmation units when both ran there; '' without that arm."""
+    if not other or other == r.choice:
+        return ""
+    conf = r.arm(other, confirmation=True) is not None and r.arm(r.choice, confirmation=True) is not None
+    a = r.arm(other, confirmation=conf)
+    if a is None or a.p95_vs_choice is None:
+        return ""
+    parts = []
+    for d, name, unit in ((a.p95_vs_choice, "P95", "ms"), (a.throughput_vs_choice, "throughput", "jobs/min")):
+        parts.append(f"{name} {ci(d, unit, sign=True)}" + ("" if _excludes_zero(d) else " (no measurable difference)"))
+    text = f"against the choice, {arm_name(r, other)} has " + " and ".join(parts)
+    if r.rule == "constrained" and a.feasible == "no" and r.reference:
+        text += (f"; at {fmt_num(a.throughput.mean)} jobs/min it misses the required {required_text(r)}"
+                 if a.required_margin is None or a.required_margin.mean < 0 else
+                 f"; its throughput is not shown to meet the required {required_text(r)}")
+    elif a.feasible == "undecided":
+        text += "; the units cannot tell whether it meets the constraint"
+    return text + (" (fresh units)" if conf else " (selection units)")
+
+
+def _excludes_zero(i) -> bool:
+    return i is not None and math.isfinite(i.ci_low) and math.isfinite(i.ci_high) and (i.ci_low > 0 or i.ci_high < 0)
+
+
+def decide_headline(r) -> str:
+    """The answer in one sentence: what to deploy, or why nothing is."""
+    if r.choice is None:
+        what = (f"batch throughput at {required_text(r)}" if r.rule == "constrained" else
+                f"interactive P95 under {fmt_num(r.limit_ms)} ms" + (" (the batch-absent bound, since no arm can meet "
+                                                                      "the SLO)" if r.limit_kind == "bound" else ""))
+        return f"No recommendation: no deployable arm is shown to keep {what} on the selection units."
+    c = r.arm(r.choice)
+    if not r.settled:
+        if r.command == "ab":
+            return (f"Not settled on the A/B's {len(r.selection_units)} seeds: the pick ({arm_name(r, r.choice)} for "
+                    f"now) depends on {arms_text(r, r.unsettling)}, which these seeds cannot yet place inside or "
+                    "outside the margins.")
+        return (f"Not settled after {r.seeds_budget} selection seeds per held-out condition: the pick ("
+                f"{arm_name(r, r.choice)} for now) depends on {arms_text(r, r.unsettling)}, which the units cannot "
+                "yet place inside or outside the margins; no options exported.")
+    if c.family == "baseline":
+        return f"{c.label} is best here, but it is not a production scheduler setting."
+    what = (f"a static cap of {c.cap} (batchMinConcurrency = batchMaxConcurrency = {c.cap})" if c.family == "static"
+            else f"adaptive ({c.label})")
+    if r.command == "ab":
+        return f"On the A/B's seeds the rule picks {what}."
+    if r.exported:
+        return f"Deploy {what} with best-options.json."
+    return f"The rule picks {what}, but it is not exported."
+
+
+def decide_sentences(r) -> list[str]:
+    """The answer as a paragraph: the headline, then the tie set, the numbers reported, the trade-offs, and what
+    stands in the way of exporting."""
+    out = [decide_headline(r)]
+    if r.choice is None:
+        if r.unsettling:
+            out.append(f"{arms_text(r, r.unsettling)} may be feasible: {seeds_text(r.seeds_needed)} selection "
+                       "seeds per held-out condition would decide.")
+        return out
+    c = _reported(r, r.choice)
+    first = "P95" if r.rule == "constrained" else "throughput"
+    shown = [a.label for a in r.selection if a.tie in ("leader", "equivalent")]
+    open_ = [a.label for a in r.selection if a.tie == "undecided"]
+    if len(shown) > 1:
+        text = (f"On the selection units, {arms_text(r, shown)} are equivalent on {first} within the margins "
+                f"({margins_text(r)})")
+    else:
+        text = (f"On the selection units, {arm_name(r, r.leader)} has the best {first}; no other arm is shown within "
+                f"the margins ({margins_text(r)})")
+    if open_:
+        text += (f"; {arms_text(r, open_)} {'is' if len(open_) == 1 else 'are'} not told apart from the best yet (neither "
+                 "shown within the margin nor beyond)")
+    out.append(f"{text}. The rule picks {arm_name(r, r.choice)}, {_why(r)}"
+               + (", and would whatever the undecided arms turn out to be." if open_ and r.settled_by == "decided"
+                  else "."))
+    if r.settled_by == "unchanged" and len(r.rounds) >= 2:
+        a, b = r.rounds[-2].seeds, r.rounds[-1].seeds
+        out.append(f"The tie set did not change from {a} to {b} selection seeds per held-out condition"
+                   + (f"; {arms_text(r, r.unsettling)} could still move it, and {seeds_text(r.seeds_needed)} "
+                      "seeds per condition would decide" if r.unsettling else "") + ".")
+    if not r.settled:
+        if r.command == "ab":
+            out.append("`simlab decide` races the contenders on more seeds and held-out traffic, and confirms on "
+                       "fresh ones.")
+        else:
+            out.append(f"{_upper(seeds_text(r.seeds_needed))} selection seeds per held-out condition (--replications) "
+                       "would settle it.")
+        return out
+    where = (f"On {len(r.confirmation_units)} fresh confirmation units" if r.confirmation_units
+             else "On the A/B's seeds (no confirmation units)")
+    thr = f"{ci(c.throughput, 'jobs/min')}"
+    if r.rule == "constrained" and r.reference and c.required_margin is not None:
+        thr += (f", above the required {required_text(r)}" if c.required_margin.mean >= 0 else
+                f", within the {pct(r.throughput_margin)} margin of the required {required_text(r)}")
+    out.append(f"{where}: P95 {ci(c.p95, 'ms')}, {_slo_text(r, c)}; {thr}.")
+    versus = r.best_adaptive if r.arm(r.choice).family == "static" else r.best_static
+    trade = trade_text(r, versus)
+    if trade:
+        out.append(trade[:1].upper() + trade[1:] + ".")
+    dom = [a.label for a in r.confirmation if a.dominates]
+    if dom:
+        out.append(f"But on the fresh units {arms_text(r, dom)} dominates it (Holm, family-wise "
+                   f"{pct(1 - r.level)}): not exported.")
+    if r.constraint_missed:
+        out.append("But on the fresh units it is shown to miss the constraint: not exported.")
+    for sentence in condition_sentences(r):
+        out.append(sentence)
+    if r.command == "ab":
+        out.append("Judged on the A/B's own seeds and traffic; `simlab decide` races on held-out traffic conditions "
+                   "and confirms on fresh seeds, so its answer can differ.")
+    return out
+
+
+def condition_sentences(r) -> list[str]:
+    """Per held-out condition: where an arm dominates the choice, and whether that is a trade-off (the choice
+    dominates it elsewhere) or a contradiction of the pooled pick (it does not)."""
+    dom: dict[str, list[str]] = {}
+    beaten: dict[str, list[str]] = {}
+    for c in r.per_condition:
+        for a in c.dominators:
+            dom.setdefault(a, []).append(c.condition)
+        for a in c.worse_than_choice:
+            beaten.setdefault(a, []).append(c.condition)
+    groups: dict[tuple, list[str]] = {}
+    for a, where in dom.items():
+        groups.setdefault((tuple(where), tuple(beaten.get(a, ()))), []).append(a)
+    out = []
+    for (where, lost), arms in groups.items():
+        many = len(arms) > 1
+        who = arms_text(r, arms)
+        if lost:
+            out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice, but on "
+                       f"{', '.join(lost)} {'they are' if many else 'it is'} worse than it beyond a margin: a fixed "
+                       "setting trades one condition for another.")
+        else:
+            out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice and "
+                       f"{'are' if many else 'is'} shown worse on no other held-out condition: the pooled pick is "
+                       "contradicted there; not exported.")
+    return out
+
+
+def seeds_text(seeds: float | None) -> str:
+    """'about 40', or why no number of seeds would do."""
+    if seeds is None:
+        return "–"
+    if not math.isfinite(seeds) or seeds > 10_000:
+        return "more than 10,000 (an arm sits on a margin itself)"
+    return f"about {fmt_num(math.ceil(seeds))}"
+
+
+def _upper(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def method_text(r) -> str:
+    """How the answer was reached, for the report."""
+    alpha = pct(1 - r.level)
+    rule = ("lowest interactive P95 among the arms shown to keep batch throughput at "
+            f"{r.throughput_fraction:g} x {r.reference}; throughput decides the ties"
+            if r.rule == "constrained" else
+            "highest batch throughput among the arms shown to meet the SLO (or the batch-absent bound x "
+            f"{1 + r.bound_tolerance:g} when none can); P95 decides the ties")
+    if r.batch_deadline_share is not None:
+        rule += (f"; feasible only when the share of batch jobs done by their deadline is shown at least "
+                 f"{pct(r.batch_deadline_share)}")
+    racing = (f"Racing: {len(r.rounds)} round(s) on {len(r.selection_units)} selection units (held-out conditions "
+              f"{', '.join(r.conditions)} x seeds), up to {r.seeds_budget} seeds per condition; arms shown out "
+              f"stop being measured ({r.runs} simulations, {r.runs_exhaustive} for every arm on every unit)."
+              if r.command == "decide" else f"One round on the A/B's {len(r.selection_units)} seeds.")
+    confirm = (" The reported numbers come from fresh confirmation units (the same conditions, new seeds) that "
+               "played no part in choosing." if r.confirmation_units else "")
+    return (f"Rule `{r.rule}`: {rule}. Arms within the margins ({margins_text(r)} of the best arm's value, unit by "
+            f"unit) are equivalent; the simplest of them is picked (static before adaptive, fewer options changed "
+            f"from production, rounder values), and no arm of the tie set may dominate it (better on one axis, "
+            f"within the margin on the other). Every claim is a paired one-sided t-test on common random numbers, "
+            f"Holm-corrected over the arms compared at a family-wise {alpha}. {racing}{confirm}")
+
+
+def not_exported(r) -> str:
+    """Why decide wrote no best-options.json (stderr, beside exit code 3)."""
+    if r.choice is None:
+        return "no deployable arm is feasible on the selection units"
+    if not r.settled:
+        needed = r.seeds_needed if r.seeds_needed is not None and math.isfinite(r.seeds_needed) else math.inf
+        rerun = f"; rerun with --replications {math.ceil(needed)}" if needed <= 10_000 else ""
+        return (f"the answer is not settled after {r.seeds_budget} selection seeds per held-out condition "
+                f"({arms_text(r, r.unsettling)} could still move it); {seeds_text(r.seeds_needed)} would settle it"
+                + rerun)
+    if r.arm(r.choice).family == "baseline":
+        return f"{r.choice} is not a production scheduler setting"
+    dom = [a.label for a in r.confirmation if a.dominates]
+    if dom:
+        return f"{arms_text(r, dom)} dominates the choice on the fresh confirmation units"
+    if r.constraint_missed:
+        return "the choice misses the constraint on the fresh confirmation units"
+    return "per-condition results contradict the pooled pick (see report.md)"
+
+
+def ab_verdict(r) -> str:
+    """The frontier's verdict line in an A/B report (the record's other sentences follow in its section)."""
+    caps = [a.cap for a in r.selection if a.family == "static" and a.cap is not None]
+    if not caps:
+        swept = "no static cap swept"
+    elif len(set(caps)) == max(caps) - min(caps) + 1:
+        swept = f"static caps {min(caps)}..{max(caps)} swept"
+    else:
+        swept = f"{len(set(caps))} static caps of {min(caps)}..{max(caps):,} swept"
+    return f"{decide_headline(r).rstrip('.')} ({r.rule} rule, {swept})."
+
+
+# --- tune (simlab tune, and the search inside simlab decide) ------------------------------------------------------
+
+def tune_verdict(r) -> tuple[str, list[str]]:
+    """Says plainly whether the tuned options beat the defaults on held-out seeds, and if not, why: (headline,
+    further sentences), from the TuneRecord's numbers and its status."""
+    if r.decision.status == "in-decide":
+        return ("Not validated here: `simlab decide` judges these candidates on its own held-out units.", [])
+    metric, reference_name = r.metric, r.reference
+    summary = [asdict(c) for c in r.validation]
+    chosen = r.config(r.pick) if r.pick else None
+    pick = asdict(chosen) if chosen is not None else None
+    by = {s["config"]: s for s in summary}
+    defaults, bound = by["defaults"], by.get("bound-no-batch")
+    if pick is None:
+        return ("No configuration can be recommended: no trial kept batch throughput at the required level. Loosen "
+                "`throughput_fraction` or widen the bounds.", [])
+    ms = lambda s: f"{fmt_num(s['holdout_objective_ms'])} ms"  # noqa: E731
+    need = fmt_num(pick["required_throughput_per_min"])
+    status = r.decision.status  # decided once, from the numbers (simlab/tuning/report.py: tune_status)
+    if status == "beaten":
+        head = (f"**The tuned options beat the production defaults on held-out seeds**: {metric} {ms(pick)} vs "
+                f"{ms(defaults)}, non-overlapping 95% CIs, with batch throughput "
+                f"{fmt_num(pick['holdout_throughput_per_min'])}/min (required {need}).")
+    elif status == "not-validated":
+        head = (f"**Not validated**: on held-out seeds the tuned options miss the batch-throughput constraint "
+                f"({fmt_num(pick['holdout_throughput_per_min'])} < {need}/min); the search seeds flattered them.")
+    elif status == "at-bound":
+        head = (
+            f"**The defaults cannot be beaten on {metric} here**: they already reach {ms(defaults)}, the lower bound "
+            f"set by the interactive traffic alone ({ms(bound)} with batch absent, which no scheduler can beat "
+            "without preempting running work). "
+            + (f"They pay for it in batch throughput: {fmt_num(defaults['holdout_throughput_per_min'])}/min, below the "
+               f"required {need}/min. The tuned options meet the constraint "
+               f"({fmt_num(pick['holdout_throughput_per_min'])}/min) at {metric} {ms(pick)}, "
+               f"{_tune_pct(pick['holdout_objective_ms'], bound['holdout_objective_ms'])} above the bound."
+               if not defaults["meets_constraint"] else "The tuned options match them within the noise.")
+        )
+    elif status == "overlap":
+        head = (f"**The defaults cannot be beaten with confidence**: held-out {metric} {ms(pick)} tuned vs "
+                f"{ms(defaults)} defaults, and the 95% CIs overlap.")
+    else:  # defaults-lower, keep-defaults
+        head = (
+            f"**The defaults have the lower {metric}** ({ms(defaults)} vs {ms(pick)} tuned), "
+            + ("but they miss the batch-throughput constraint "
+               f"({fmt_num(defaults['holdout_throughput_per_min'])} < {need}/min): the tuned options are the best "
+               "latency that keeps batch work at the required pace." if not defaults["meets_constraint"]
+               else "and meet the constraint too: keep the defaults.")
+        )
+    reference = by["reference"]
+    details = [
+        f"Against the reference arm (`{reference_name}` at the production options, "
+        f"{fmt_num(reference['holdout_throughput_per_min'])} batch/min): tuned {metric} {ms(pick)} vs {ms(reference)}, "
+        f"paired difference {fmt_ci(pick['vs_reference_diff_ms'], pick['vs_reference_ci_low'], pick['vs_reference_ci_high'])} ms."
+    ]
+    so = pick["search_objective_ms"]
+    if so is not None and math.isfinite(pick["holdout_objective_ci_low"]) and so < pick["holdout_objective_ci_low"]:
+        details.append(
+            f"Noise-fitting: the search measured {fmt_num(so)} ms for these options, below their held-out 95% CI "
+            f"[{fmt_num(pick['holdout_objective_ci_low'])}, {fmt_num(pick['holdout_objective_ci_high'])}]: the search "
+            "picked them partly for the luck of its seeds. More search seeds (`[tune] seeds`) make it more honest."
+        )
+    return head, details
+
+
+def _tune_pct(value: float, base: float) -> str:
+    return f"{100 * (value - base) / base:.1f}%" if base else "–"

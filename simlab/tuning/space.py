@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from simlab.errors import InputError
 from simlab.policies import SchedulerOptions
@@ -128,3 +130,22 @@ def params_of(options: SchedulerOptions, space: Space) -> dict:
             value = 1.0 if key == "smoothingAlpha" else lo
         out[key] = int(value) if key in INTEGER else float(value)
     return out
+
+
+def with_calibration(scenario, where: str):
+    """The scenario with calibrate's threshold ranges in [tune.bounds] (the scenario's own bounds win)."""
+    from simlab.errors import CONFIG_MAX_BYTES, read_text
+
+    path = Path(where)
+    path = path / "tune-bounds.json" if path.is_dir() else path
+    try:
+        ranges = json.loads(read_text(path, "calibration file", "tune-bounds.json from `simlab calibrate`", CONFIG_MAX_BYTES))
+        bounds = {str(k): (float(v[0]), float(v[1])) for k, v in ranges.items()}
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise InputError(path, None, f"not a tune-bounds.json written by `simlab calibrate` ({exc})") from None
+    merged = {**bounds, **scenario.tune.bounds}
+    try:
+        tune = type(scenario.tune).model_validate({**scenario.tune.model_dump(), "bounds": merged})
+    except Exception as exc:
+        raise InputError(path, "bounds", str(exc).splitlines()[-1]) from None
+    return scenario.model_copy(update={"tune": tune})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +23,6 @@ from simlab.experiments.runner import Job, execute
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.tuning.space import Space, options_for, params_of
-
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-# Optuna 5 deprecates `constraints_func` in favour of Trial.set_constraint, which needs the live Trial object;
-# here results are stored by worker processes through the storage, so the sampler-side function stays.
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"optuna\.")
-warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
 
 OBJECTIVE_METRIC = {"p95": "interactive_p95_ms", "p99": "interactive_p99_ms"}
 MARKER = "simlab_objective"  # the identity key whose presence says a study's identity is fully written
@@ -45,6 +37,7 @@ class TuneContext:
     study_name: str
     seeds: list[int]
     reference_throughput: float = math.nan
+    reference_per_seed: list[float] = field(default_factory=list)  # per search unit, in `units()` order
     identity: dict = field(default_factory=dict)
     # traffic conditions (simlab/world/conditions.py), each the scenario transformed: a trial runs on every
     # search condition x search seed; validation on every held-out condition x held-out seed (never a searched one

@@ -72,10 +72,12 @@ def choose(ctx: TuneContext, study) -> tuple[list[Candidate], str | None]:
 
 
 def pick_best(ctx: TuneContext, trials):
-    """The scenario's decision rule over the trials, on their per-seed search values (paired on the search
-    seeds): the constraint on the CI's lower bound, P95 ties (paired CIs) to the higher throughput, then to
-    the simpler options. Not the lowest point estimate: with a flat objective that is an accident of noise."""
-    from simlab.decision.rule import Arm, decide
+    """The scenario's decision rule over the trials, on their per-unit search values (paired on the search
+    units, with the rule's margins): the constraint shown met, P95 ties (within the margin) to the higher
+    throughput, then to the simpler options. Not the lowest point estimate: with a flat objective that is an
+    accident of noise."""
+    from simlab.decision.compare import Arm
+    from simlab.decision.rule import judge
 
     arms, by = [], {}
     for t in trials:
@@ -89,11 +91,29 @@ def pick_best(ctx: TuneContext, trials):
         by[label] = t
     if not arms:
         return None
-    ref_per_seed = getattr(ctx, "reference_per_seed", None) or [ctx.reference_throughput] * len(ctx.units())
+    ref_per_seed = ctx.reference_per_seed or [ctx.reference_throughput] * len(ctx.units())
     reference = Arm("reference", {}, [math.nan] * len(ref_per_seed), list(ref_per_seed), "baseline")
     rule = ctx.scenario.decision.model_copy(update={"throughput_fraction": ctx.tune.throughput_fraction})
-    record = decide(arms, rule, reference, ctx.base.to_json_dict(), None, ctx.scenario.slo_p95_ms)
-    return by.get(record.chosen) if record.chosen else None
+    outcome = judge(arms, rule, reference, ctx.base.to_json_dict(), None, ctx.scenario.slo_p95_ms, settle=False)
+    return by.get(outcome.choice) if outcome.choice else None
+
+
+def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[str, dict]:
+    """What the search proposes to `simlab decide`, as simlab options: the rule's pick over the first `n_trials`
+    trials ("adaptive-tuned") and, when it differs, the feasible trial with the lowest search objective
+    ("adaptive-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour throughput). Trials
+    beyond `n_trials` (a study grown by an earlier, longer run) are left out, so --trials N means N."""
+    trials = [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
+    out = {}
+    best = pick_best(ctx, trials)
+    if best is not None:
+        out["adaptive-tuned"] = dict(best.user_attrs["options"])
+    ok = [t for t in trials if feasible(t)]
+    if ok:
+        low = min(ok, key=lambda t: (t.values[0], t.user_attrs.get("slot", t.number)))
+        if best is None or low.user_attrs["options"] != best.user_attrs["options"]:
+            out["adaptive-tuned-lowest-p95"] = dict(low.user_attrs["options"])
+    return out
 
 
 def holdout_seeds(ctx: TuneContext) -> list[int]:

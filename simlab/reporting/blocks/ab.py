@@ -9,8 +9,8 @@ from pathlib import Path
 
 from simlab.atomic import atomic_write_text
 from simlab.experiments.tables import fmt_num, text_table
-from simlab.records import CAPACITY_TEXT, AbRecord, Comparison, Interval, Verdict
-from simlab.reporting.words import describe
+from simlab.records import AbRecord, Comparison, Criteria, Interval, Verdict
+from simlab.reporting.words import capacity_verdict, describe
 from simlab.reporting.document import (BAD, CAPACITY, FAIL, GOOD, PASS, Bullets, Cell, Document, Figure, Heading,
                                        Paragraph, Table)
 
@@ -67,12 +67,16 @@ def diff_cell(c: Comparison | None) -> Cell:
     return Cell(text, " ".join(parts), status)
 
 
-def verdict_cells(v: Verdict) -> list[Cell]:
+def capacity_text(c: Criteria) -> str:
+    return capacity_verdict(c.slo_bin_ms, c.p95_stay_ms)
+
+
+def verdict_cells(v: Verdict, criteria: Criteria) -> list[Cell]:
     bound = ("" if v.bound_longest_p95_over_slo_ms is None
              else f"; batch absent {seconds(v.bound_longest_p95_over_slo_ms)}")
     stay = f"longest stretch over the SLO {seconds(v.longest_p95_over_slo_ms)}{bound}"
     p95 = {"pass": Cell("pass", stay, PASS), "fail": Cell("FAIL", stay, FAIL),
-           "capacity": Cell(CAPACITY_TEXT, stay, CAPACITY)}[v.p95_verdict]
+           "capacity": Cell(capacity_text(criteria), stay, CAPACITY)}[v.p95_verdict]
     moving = Cell("pass" if v.batch_keeps_moving else "FAIL",
                   f"longest stall {seconds(v.longest_batch_stall_ms)}, stranded {fmt_num(v.stranded)}",
                   PASS if v.batch_keeps_moving else FAIL)
@@ -140,7 +144,7 @@ def comparison_table(r: AbRecord) -> Table | None:
 
 
 def verdict_table(r: AbRecord) -> Table:
-    rows = [[Cell(v.policy)] + verdict_cells(v) for v in r.verdicts]
+    rows = [[Cell(v.policy)] + verdict_cells(v, r.criteria) for v in r.verdicts]
     return Table(["policy"] + CRITERIA, rows, align="lccc")
 
 
@@ -149,7 +153,7 @@ def criteria_text(r: AbRecord) -> str:
     text = (f"Each criterion is judged on the worst seed. Criterion 1 fails when interactive P95, judged in "
             f"{c.slo_bin_ms / 1000:g} s bins, stays above {fmt_num(c.slo_p95_ms)} ms for {c.p95_stay_ms / 1000:g} s "
             "or more; it is shown next to the same measure with batch absent (the bound), and when the bound fails "
-            f"it too the verdict is \"{CAPACITY_TEXT}\" instead of FAIL. Criterion 2 fails when batch work waits "
+            f"it too the verdict is \"{capacity_text(c)}\" instead of FAIL. Criterion 2 fails when batch work waits "
             f"with no batch completion for {c.batch_stall_ms / 1000:g} s or more, or a batch task never starts; "
             "criterion 3 when more tasks than maxConcurrency are in flight at the scheduler at any instant.")
     return text
@@ -209,6 +213,14 @@ def ab_blocks(r: AbRecord, level: int = 2) -> list:
     return blocks
 
 
+def frontier_record(folder: Path):
+    """The frontier's DecideRecord an A/B folder holds (decision.json), or None."""
+    from simlab.records import load
+
+    path = Path(folder) / "decision.json"
+    return load(path, "decide") if path.is_file() else None
+
+
 # --- the terminal and report.md ---------------------------------------------------------------------------------
 
 def _plain(c: Cell) -> str:
@@ -224,7 +236,7 @@ def terminal_table(r: AbRecord) -> str:
            "success criteria (worst seed):",
            text_table(ver.header, [[_plain(c) for c in row] for row in ver.rows])]
     if r.capacity_limited:
-        out.append(f"{CAPACITY_TEXT}: with batch absent, P95 stays above the SLO too.")
+        out.append(f"{capacity_text(r.criteria)}: no scheduler can pass criterion 1 on this traffic.")
     for item in bound_items(r):
         out.append("bound: " + item.replace("**", ""))
     if r.verdict:
@@ -239,6 +251,11 @@ def write_report(r: AbRecord, out: Path) -> None:
     out = Path(out)
     doc = Document(f"A/B: {r.scenario}")
     doc.add(Paragraph(describe(r.facts)), *verdict_blocks(r, 2), Heading(2, "Results per policy"), *ab_blocks(r, 2))
+    decision = frontier_record(out) if r.verdict else None
+    if decision is not None:
+        from simlab.reporting.blocks.decide import frontier_blocks
+
+        doc.add(*frontier_blocks(decision, 2))
     if r.figures:
         doc.add(Heading(2, "Figures"), *[Figure(out / f, caption(out / f)) for f in r.figures])
     doc.add(Heading(2, "Files"), Paragraph(

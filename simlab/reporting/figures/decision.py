@@ -1,218 +1,287 @@
-"""Decision figures, drawn from the decision record and the per-condition rows (never from report text):
-the (P95, throughput) frontier with CIs and every other arm placed on it; each arm across the held-out
-traffic conditions; P95 and batch throughput against the interactive load multiplier (where adaptive and a
-static cap diverge); the batch cap over time under the busiest burst, adaptive against the best static cap
-(read from the runs' series.csv)."""
+"""Decision figures, each a small data tuple built from the DecideRecord (never from report text), then drawn in
+the simlab style and saved through `style.save` (PNG and SVG, atomically):
+
+frontier    every arm on the selection units: interactive P95 (x) against batch throughput (y), the same axes as
+            ab's trade-off plot (up and to the left is better); the static caps joined, the tie set ringed
+conditions  the choice and its main contenders on each held-out condition (confirmation units when measured)
+load        P95 and throughput against the interactive load multiplier, when two load levels or more are held out
+burst       the batch cap in force and the interactive work waiting over the busiest stretch of the first
+            confirmation unit: the best adaptive arm against the choice (or the best static cap)
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import NamedTuple
 
-COLORS = {"static": "#4c72b0", "adaptive": "#dd8452", "baseline": "#8c8c8c"}
+import numpy as np
 
+from simlab.reporting.figures import style
 
-def frontier_figure(record, path: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 6), layout="constrained")
-    rows = record.ranking
-    statics = sorted((r for r in rows if r["family"] == "static"), key=lambda r: int(r["arm"].split("-")[1]))
-    ax.plot([r["throughput_mean"] for r in statics], [r["p95_mean"] for r in statics], "-", color=COLORS["static"],
-            alpha=0.5, label="static caps 1..N (frontier)")
-    # an arm far off the statics' range (unscheduled's minutes of P95) would flatten everything: name it instead
-    ref = sorted(r["p95_mean"] for r in statics) or [r["p95_mean"] for r in rows]
-    limit = 3 * ref[len(ref) // 2]
-    off = [r for r in rows if r["p95_mean"] > limit]
-    rows = [r for r in rows if r["p95_mean"] <= limit]
-    labelled = 0
-    for r in rows:
-        x, y = r["throughput_mean"], r["p95_mean"]
-        xerr = [[x - r["throughput_ci_low"]], [r["throughput_ci_high"] - x]]
-        yerr = [[y - r["p95_ci_low"]], [r["p95_ci_high"] - y]]
-        marker = "*" if r.get("chosen") else ("o" if r["family"] != "static" else ".")
-        ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=marker, color=COLORS.get(r["family"], "k"),
-                    markersize=14 if r.get("chosen") else 7, capsize=2, alpha=1 if r.get("feasible") else 0.45)
-        if r["family"] != "static" or r.get("chosen"):
-            labelled += 1  # alternate above and below so that neighbours do not print over each other
-            ax.annotate(r["arm"], (x, y), textcoords="offset points", xytext=(6, 8 if labelled % 2 else -14), fontsize=9)
-        elif statics and r is statics[0] or r is statics[-1]:
-            ax.annotate(r["arm"], (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8, color=COLORS["static"])
-    ax.set_xlabel("batch throughput (jobs/min), mean with 95% CI")
-    ax.set_ylabel("interactive P95 (ms), mean with 95% CI")
-    ax.set_title(title, fontsize=11)
-    ax.grid(alpha=0.3)
-    ax.plot([], [], "*", color="k", markersize=12, label="chosen")
-    ax.plot([], [], "o", color="k", alpha=0.45, label="faded: misses the rule's constraint")
-    for r in off:
-        ax.plot([], [], " ", label=f"off the chart: {r['arm']} (P95 {r['p95_mean']:,.0f} ms, {r['throughput_mean']:,.0f}/min)")
-    ax.legend(loc="best", fontsize=8)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+CAPTIONS = {
+    "frontier": "Every arm on the selection units: interactive P95 against batch throughput, means with 95% CIs (up "
+                "and to the left is better, as in the A/B's trade-off plot). Static caps are joined in cap order; "
+                "ringed: the tie set; star: the choice; faded: shown infeasible; dashed: the required throughput.",
+    "conditions": "The choice and its main contenders on each held-out condition, means with 95% CIs over that "
+                  "condition's units (confirmation units when the arm was confirmed).",
+    "load": "Interactive P95 and batch throughput against the interactive load multiplier of the held-out "
+            "conditions, one line per arm, 95% CIs.",
+    "burst": "The batch cap in force (steps) and batch tasks in flight (thin) over the busiest stretch of one "
+             "confirmation run, above the interactive requests in flight or queued: the best adaptive arm against "
+             "the choice or the best static cap on the same traffic.",
+}
+FAMILY_COLORS = {"static": style.POLICY_COLORS["static"], "adaptive": style.POLICY_COLORS["adaptive"],
+                 "baseline": style.REF_GREY}
 
 
-def conditions_figure(spread: list[dict], arms: list[str], path: Path, title: str) -> Path:
-    import matplotlib
+# --- data -------------------------------------------------------------------------------------------------------
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+class Point(NamedTuple):
+    label: str
+    family: str
+    cap: int | None
+    p95: tuple[float, float, float]
+    throughput: tuple[float, float, float]
+    feasible: bool
+    tie: bool
+    chosen: bool
 
-    conds = list(dict.fromkeys(r["condition"] for r in spread))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
-    for arm in arms:
-        mine = {r["condition"]: r for r in spread if r["arm"] == arm}
-        if not mine:
-            continue
-        xs = range(len(conds))
-        for ax, key in zip(axes, ("p95", "throughput")):
-            ys = [mine[c][f"{key}_mean"] for c in conds]
-            lo = [mine[c][f"{key}_mean"] - mine[c][f"{key}_ci_low"] for c in conds]
-            hi = [mine[c][f"{key}_ci_high"] - mine[c][f"{key}_mean"] for c in conds]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=arm)
-    bounds = [next((r["bound_p95"] for r in spread if r["condition"] == c), None) for c in conds]
-    if all(b is not None for b in bounds):
-        axes[0].plot(range(len(conds)), bounds, "k--", label="batch-absent bound")
+
+class FrontierData(NamedTuple):
+    scenario: str
+    points: list[Point]
+    required: float | None  # the constrained rule's throughput floor (jobs/min)
+    slo_ms: float
+
+
+def frontier_data(r) -> FrontierData:
+    points = [Point(a.label, a.family, a.cap, (a.p95.mean, a.p95.ci_low, a.p95.ci_high),
+                    (a.throughput.mean, a.throughput.ci_low, a.throughput.ci_high), a.feasible != "no",
+                    a.label in r.tie_set, a.label == r.choice) for a in r.selection]
+    ref = r.arm(r.reference)
+    required = r.throughput_fraction * ref.throughput.mean if (r.rule == "constrained" and ref is not None) else None
+    return FrontierData(r.scenario, points, required, r.slo_p95_ms)
+
+
+class ConditionLine(NamedTuple):
+    label: str
+    family: str
+    p95: list[tuple[float, float, float]]  # per condition
+    throughput: list[tuple[float, float, float]]
+
+
+class ConditionsData(NamedTuple):
+    scenario: str
+    conditions: list[str]
+    lines: list[ConditionLine]
+
+
+def contenders(r) -> list[str]:
+    labels = [r.choice, r.best_static, r.best_adaptive, "adaptive-defaults", "priority"]
+    return [x for x in dict.fromkeys(labels) if x and r.arm(x) is not None]
+
+
+def conditions_data(r) -> ConditionsData:
+    from simlab.experiments.stats import mean_ci
+
+    lines = []
+    for label in contenders(r):
+        conf = r.arm(label, confirmation=True) is not None
+        a = r.arm(label, confirmation=conf)
+        units = r.confirmation_units if conf else r.selection_units
+        per_p, per_t = [], []
+        for c in r.conditions:
+            mask = [u.condition == c for u in units]
+            per_p.append(mean_ci([v for v, m in zip(a.p95_ms, mask) if m]))
+            per_t.append(mean_ci([v for v, m in zip(a.throughput_per_min, mask) if m]))
+        lines.append(ConditionLine(label, a.family, per_p, per_t))
+    return ConditionsData(r.scenario, list(r.conditions), lines)
+
+
+def load_level(condition: str) -> float | None:
+    if condition == "base":
+        return 1.0
+    if condition.startswith("load-x"):
+        try:
+            return float(condition[len("load-x"):])
+        except ValueError:
+            return None
+    return None
+
+
+# --- drawing ----------------------------------------------------------------------------------------------------
+
+def _err(t) -> list[list[float]]:
+    m, lo, hi = t
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return [[0.0], [0.0]]
+    return [[m - lo], [hi - m]]
+
+
+def draw_frontier(d: FrontierData):
+    fig = style.new_figure()
+    ax = fig.add_subplot()
+    statics = sorted((p for p in d.points if p.family == "static"), key=lambda p: p.cap or 0)
+    finite = sorted(p.p95[0] for p in statics if math.isfinite(p.p95[0])) or \
+        sorted(p.p95[0] for p in d.points if math.isfinite(p.p95[0]))
+    limit = 3 * finite[len(finite) // 2] if finite else math.inf
+    shown = [p for p in d.points if math.isfinite(p.p95[0]) and p.p95[0] <= limit]
+    off = [p for p in d.points if p not in shown]
+    line = [p for p in statics if p in shown]
+    if line:
+        ax.plot([p.p95[0] for p in line], [p.throughput[0] for p in line], "-", color=FAMILY_COLORS["static"],
+                alpha=0.5, lw=2, label="static caps, in cap order")
+    for p in shown:
+        color = FAMILY_COLORS.get(p.family, style.INK)
+        marker = "*" if p.chosen else ("D" if p.family == "static" else "o")
+        ax.errorbar([p.p95[0]], [p.throughput[0]], xerr=_err(p.p95), yerr=_err(p.throughput), fmt=marker,
+                    color=color, markersize=22 if p.chosen else 9, alpha=1 if p.feasible else 0.35, capsize=3,
+                    zorder=4 if p.chosen else 3)
+        if p.tie:
+            ax.plot([p.p95[0]], [p.throughput[0]], "o", mfc="none", mec=style.INK, ms=20, mew=1.6, zorder=5)
+    for p in _labelled(shown, statics):
+        ax.annotate(f"cap {p.cap}" if p.family == "static" else p.label, (p.p95[0], p.throughput[0]),
+                    textcoords="offset points", xytext=(8, 8), fontsize=13)
+    if d.required is not None:
+        ax.axhline(d.required, color=style.INK, ls="--", lw=1.8, label=f"required: {d.required:,.0f} jobs/min")
+    ax.set_xlabel("interactive P95 (ms), mean with 95% CI")
+    ax.set_ylabel("batch throughput (jobs/min)")
+    handles = [("*", "the choice", 18), ("o", "ringed: tie set", 14)]
+    for marker, text, size in handles:
+        ax.plot([], [], marker, color=style.INK, mfc="none" if "ringed" in text else style.INK, ms=size, ls="",
+                label=text)
+    for p in off:
+        ax.plot([], [], " ", label=f"off the chart: {p.label} (P95 {p.p95[0]:,.0f} ms)")
+    ax.legend(loc="best", fontsize=12)
+    style.title(fig, f"{d.scenario}: the static frontier and every arm (selection units)")
+    return fig
+
+
+def _labelled(shown: list[Point], statics: list[Point]) -> list[Point]:
+    """Name the chosen arm, the tie set, the non-static arms and the ends of the static line; not every cap."""
+    ends = {statics[0].label, statics[-1].label} if statics else set()
+    return [p for p in shown if p.chosen or p.tie or p.family != "static" or p.label in ends]
+
+
+def draw_conditions(d: ConditionsData):
+    fig = style.new_figure()
+    axes = fig.subplots(1, 2)
+    colors = style.policy_colors([ln.label for ln in d.lines])
+    xs = np.arange(len(d.conditions))
+    for i, ln in enumerate(d.lines):
+        nudge = (i - (len(d.lines) - 1) / 2) * 0.08
+        for ax, values in zip(axes, (ln.p95, ln.throughput)):
+            m = [v[0] for v in values]
+            err = [[v[0] - v[1] if math.isfinite(v[1]) else 0 for v in values],
+                   [v[2] - v[0] if math.isfinite(v[2]) else 0 for v in values]]
+            ax.errorbar(xs + nudge, m, yerr=err, marker="D" if ln.family == "static" else "o", capsize=4,
+                        color=colors[ln.label], label=ln.label, lw=2)
     for ax, label in zip(axes, ("interactive P95 (ms)", "batch throughput (jobs/min)")):
-        ax.set_xticks(range(len(conds)), conds, rotation=30, ha="right", fontsize=8)
+        ax.set_xticks(xs, d.conditions, rotation=25, ha="right")
         ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    axes[0].legend(fontsize=12)
+    style.title(fig, f"{d.scenario}: the choice and its contenders on each held-out condition")
+    return fig
 
 
-def load_figure(spread: list[dict], arms: list[str], path: Path, title: str) -> Path | None:
-    """P95 and batch throughput (95% CIs over the held-out seeds) against the load multiplier, one line per arm;
-    None when fewer than two load levels were held out."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    def mult(c: str) -> float | None:
-        return 1.0 if c == "base" else (float(c[len("load-x"):]) if c.startswith("load-x") else None)
-
-    levels = sorted({mult(r["condition"]) for r in spread if mult(r["condition"]) is not None})
+def draw_load(d: ConditionsData):
+    levels = [(load_level(c), i) for i, c in enumerate(d.conditions)]
+    levels = sorted((x, i) for x, i in levels if x is not None)
     if len(levels) < 2:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
-    for i, arm in enumerate(arms):
-        mine = sorted((mult(r["condition"]), r) for r in spread if r["arm"] == arm and mult(r["condition"]) is not None)
-        if not mine:
-            continue
-        xs = [x * (1 + 0.012 * (i - len(arms) / 2)) for x, _ in mine]  # nudged apart so the CI bars stay readable
-        for ax, key in zip(axes, ("p95", "throughput")):
-            ys = [r[f"{key}_mean"] for _, r in mine]
-            err = [[r[f"{key}_mean"] - r[f"{key}_ci_low"] for _, r in mine], [r[f"{key}_ci_high"] - r[f"{key}_mean"] for _, r in mine]]
-            family = mine[0][1].get("family", "")
-            ax.errorbar(xs, ys, yerr=err, marker="o" if family != "static" else "s", capsize=3, label=arm,
-                        linestyle="-" if family != "baseline" else ":")
-    bounds = sorted({(mult(r["condition"]), r["bound_p95"]) for r in spread
-                     if mult(r["condition"]) is not None and r["bound_p95"] is not None})
-    if bounds:
-        axes[0].plot([b[0] for b in bounds], [b[1] for b in bounds], "k--", label="batch-absent bound")
-    from simlab.reporting.figures import style
-
-    p95s = [r["p95_mean"] for r in spread if r["arm"] in arms and mult(r["condition"]) is not None and r["p95_mean"] > 0]
-    if p95s and max(p95s) > 10 * min(p95s):  # an overloaded level would flatten the others
-        axes[0].set_yscale("log")
-        style.plain_log_ticks(axes[0].yaxis)
+    fig = style.new_figure()
+    axes = fig.subplots(1, 2)
+    colors = style.policy_colors([ln.label for ln in d.lines])
+    for ln in d.lines:
+        for ax, values in zip(axes, (ln.p95, ln.throughput)):
+            xs = [x for x, _ in levels]
+            m = [values[i][0] for _, i in levels]
+            ax.plot(xs, m, marker="D" if ln.family == "static" else "o", color=colors[ln.label], label=ln.label)
     for ax, label in zip(axes, ("interactive P95 (ms)", "batch throughput (jobs/min)")):
         ax.set_xscale("log")
-        ax.set_xticks(levels, [f"x{v:g}" for v in levels])
+        ax.set_xticks([x for x, _ in levels], [f"x{x:g}" for x, _ in levels])
         ax.minorticks_off()
-        ax.set_xlabel("interactive load multiplier (held-out conditions)")
-        ax.set_ylabel(label + ", mean with 95% CI")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        ax.set_xlabel("interactive load multiplier")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=12)
+    style.title(fig, f"{d.scenario}: P95 and throughput across the held-out load levels")
+    return fig
 
 
-def burst_figure(runs: Path, condition: str, seed: int, adaptive: str, static: str, path: Path, title: str) -> Path | None:
-    """The batch cap in force and the interactive work waiting, over the busiest stretch of one held-out run
-    (condition, seed): the adaptive arm against the best static cap on the same traffic. None without series."""
-    import matplotlib
+class BurstData(NamedTuple):
+    scenario: str
+    condition: str
+    seed: int
+    series: dict  # arm label -> (t_ms, batch_cap, in_flight_batch, interactive waiting) arrays
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
 
+def burst_data(r, out: Path) -> BurstData | None:
     from simlab.experiments.runfiles import load_series
 
+    if not r.confirmation_units or not r.choice:
+        return None
+    other = r.best_static if r.arm(r.choice).family == "adaptive" else r.best_adaptive
+    if not other or other == r.choice:
+        return None
+    unit = r.confirmation_units[0]
     series = {}
-    for arm in (adaptive, static):
-        f = runs / "runs" / arm / f"seed-{seed}" / "series.csv"
+    for label in (other, r.choice):
+        f = Path(out) / "confirmation" / unit.condition / "runs" / label / f"seed-{unit.seed}" / "series.csv"
         if not f.is_file():
             return None
-        series[arm] = load_series(f)
-    a = series[adaptive]
-    t = a["t_ms"].to_numpy()
+        s = load_series(f)
+        series[label] = (s["t_ms"].to_numpy(), s["batch_cap"].to_numpy(), s["in_flight_batch"].to_numpy(),
+                         (s["in_flight_interactive"] + s["queued_interactive"]).to_numpy())
+    return BurstData(r.scenario, unit.condition, unit.seed, series)
+
+
+def draw_burst(d: BurstData):
+    from matplotlib.ticker import MaxNLocator
+
+    first = next(iter(d.series.values()))
+    t, load = first[0], first[3]
     if len(t) < 10:
         return None
-    # the busiest stretch: the window (a tenth of the run, at least 30 s) with the most interactive work in the system
-    load = (a["in_flight_interactive"] + a["queued_interactive"]).to_numpy(dtype=float)
     span = max(30_000.0, (t[-1] - t[0]) / 10)
     step = float(np.median(np.diff(t))) or 1.0
     width = max(1, int(span / step))
     k = int(np.argmax(np.convolve(load, np.ones(width), mode="valid"))) if len(load) > width else 0
     lo, hi = max(t[0], t[k] - span / 2), min(t[-1], t[k] + 1.5 * span)
-    fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, layout="constrained")
-    colors = {adaptive: COLORS["adaptive"], static: COLORS["static"]}
-    for arm, s in series.items():
-        w = s[(s["t_ms"] >= lo) & (s["t_ms"] <= hi)]
-        x = w["t_ms"].to_numpy() / 1000
-        axes[0].step(x, w["batch_cap"], where="post", color=colors[arm], label=f"{arm}: batch cap")
-        axes[0].plot(x, w["in_flight_batch"], color=colors[arm], alpha=0.35, lw=1, label=f"{arm}: batch in flight")
-        axes[1].plot(x, w["in_flight_interactive"] + w["queued_interactive"], color=colors[arm], label=arm)
-    axes[0].set_ylabel("batch slots")
-    axes[1].set_ylabel("interactive requests\nin flight + queued")
-    axes[1].set_xlabel(f"simulated time (s), held-out condition {condition}, seed {seed}")
+    fig = style.new_figure()
+    axes = fig.subplots(2, 1, sharex=True)
+    colors = style.policy_colors(list(d.series))
+    for label, (ts, cap, batch, waiting) in d.series.items():
+        w = (ts >= lo) & (ts <= hi)
+        x = ts[w] / 1000
+        axes[0].step(x, cap[w], where="post", color=colors[label], label=f"{label}: batch cap")
+        axes[0].plot(x, batch[w], color=colors[label], alpha=0.45, lw=1.2, label=f"{label}: batch in flight")
+        axes[1].plot(x, waiting[w], color=colors[label], label=label, lw=2)
     for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.suptitle(title, fontsize=11)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of tasks: whole numbers only
+        ax.legend(fontsize=12, loc="upper left", bbox_to_anchor=(1.01, 1))
+    axes[0].set_ylabel("batch slots")
+    axes[1].set_ylabel("interactive in flight\n+ queued")
+    axes[1].set_xlabel(f"simulated time (s), condition {d.condition}, seed {d.seed}")
+    style.title(fig, f"{d.scenario}: the batch cap under the busiest burst")
+    return fig
 
 
-def burst_arms(record, spread) -> tuple[str | None, str | None]:
-    """(adaptive arm, static arm) the burst figure compares: the tuned adaptive (else the chosen one, else the
-    defaults) against the best static cap."""
-    adaptive = next((a for a in ("adaptive-tuned", record.chosen, "adaptive-defaults")
-                     if a and any(r["arm"] == a and r.get("family") == "adaptive" for r in spread)), None)
-    return adaptive, record.best_static
-
-
-def decision_figures(out: Path, record, spread, scenario, base, seeds: list[int] | None = None,
-                     burst_runs: Path | None = None) -> list[Path]:
-    figs = out / "figures"
-    figs.mkdir(parents=True, exist_ok=True)
-    paths = [frontier_figure(record, figs / "frontier.png",
-                             f"{scenario.name}: static-cap frontier and every arm (held-out traffic, pooled; bars: marginal 95% CIs, "
-                             "the decision uses paired CIs)")]
-    arms = [a for a in (record.chosen, record.best_static, "adaptive-tuned", "adaptive-defaults", "priority") if a]
-    arms = [a for a in dict.fromkeys(arms) if any(r["arm"] == a for r in spread)]
-    paths.append(conditions_figure(spread, arms, figs / "conditions.png",
-                                   f"{scenario.name}: each arm across the held-out traffic conditions"))
-    p = load_figure(spread, arms, figs / "load.png",
-                    f"{scenario.name}: interactive P95 and batch throughput across load levels (held-out seeds)")
-    if p is not None:
-        paths.append(p)
-    adaptive, _ = burst_arms(record, spread)
-    conds = list(dict.fromkeys(r["condition"] for r in spread))
-    if adaptive and record.best_static and conds and seeds and burst_runs is not None:
-        p = burst_figure(burst_runs, conds[0], seeds[0], adaptive, record.best_static, figs / "burst.png",
-                         f"{scenario.name}: the batch cap under the busiest burst, {adaptive} vs the best static cap "
-                         f"({record.best_static})")
-        if p is not None:
-            paths.append(p)
-    return paths
+def decision_figures(r, out: Path) -> list[str]:
+    """Draw every figure the record supports into OUT/figures/; their paths relative to OUT, in display order."""
+    target = Path(out) / "figures"
+    made = []
+    with style.context():
+        cond = conditions_data(r)
+        burst = burst_data(r, out)
+        for name, fig in (("frontier", draw_frontier(frontier_data(r))),
+                          ("conditions", draw_conditions(cond) if cond.lines and len(cond.conditions) > 1 else None),
+                          ("load", draw_load(cond) if cond.lines else None),
+                          ("burst", draw_burst(burst) if burst is not None else None)):
+            if fig is None:
+                for ext in ("png", "svg"):
+                    (target / f"{name}.{ext}").unlink(missing_ok=True)
+                continue
+            style.save(fig, target, name)
+            made.append(f"figures/{name}.png")
+    return made

@@ -1,0 +1,117 @@
+"""The Python API for notebooks and scripts: the commands' work, returning their records (simlab/records.py), each
+with `.to_frame()` for pandas. `import simlab` stays light: these load on first use (simlab/__init__.py).
+
+    >>> import simlab
+    >>> rec = simlab.ab("scenarios/seed-article.toml", replications=2)   # doctest: +SKIP
+    >>> rec.to_frame().groupby("policy")["interactive_p95_ms"].mean()     # doctest: +SKIP
+
+docs/python-api.md has examples that a test runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simlab.errors import InputError
+
+
+def _scenario(scenario):
+    from simlab.scenario import Scenario, load_scenario
+
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def _options(scenario, options, policy):
+    """Options from a file, a dict (camelCase, as in best-options.json), SchedulerOptions, or the scenario's."""
+    from simlab.policies import SchedulerOptions, load_options, options_from_dict
+
+    if options is None:
+        return scenario.options(policy)
+    if isinstance(options, SchedulerOptions):
+        return options
+    if isinstance(options, dict):
+        return options_from_dict({**options, **({"policy": policy} if policy else {})}, "options")
+    return load_options(options, policy=policy)
+
+
+def ab(scenario, *, policies=None, seed: int | None = None, replications: int | None = None, options=None,
+       out: str | Path | None = None, workers: int = 1, baseline: str = "unscheduled", frontier: bool = True,
+       figures: bool = False, progress: bool = False):
+    """`simlab ab`: every policy on common seeds; returns the AbRecord. With `frontier`, the static frontier's
+    verdict is judged too (record.verdict; its DecideRecord is decision.json in `out`). `out=None` writes nothing."""
+    from simlab.experiments.ab import run_ab, store
+
+    s = _scenario(scenario)
+    opts = _options(s, options, None)
+    policies = list(policies or s.experiment.policies)
+    first = s.experiment.seed if seed is None else seed
+    seeds = list(range(first, first + (replications or s.experiment.replications)))
+    out = None if out is None else Path(out)
+    record = run_ab(s, opts, policies, seeds, out, workers, baseline if baseline in policies else policies[0],
+                    progress=progress)
+    if frontier:
+        from simlab.decision.ab import ab_decision
+        from simlab.reporting.words import ab_verdict
+
+        decision = ab_decision(s, opts, record, out, workers, progress,
+                               adaptive_label="adaptive" if options is not None else "adaptive-defaults")
+        if decision is not None:
+            record.verdict = ab_verdict(decision)
+    if out is not None:
+        from simlab.reporting.blocks.ab import write_report
+
+        if figures:
+            from simlab.reporting.figures.ab import ab_figures
+
+            record.figures = ab_figures(out, record)
+        record = store(record, out)
+        write_report(record, out)
+    return record
+
+
+def decide(scenario, *, trials: int | None = None, replications: int | None = None, options=None,
+           out: str | Path | None = None, workers: int = 1, exhaustive: bool = False, figures: bool = False,
+           progress: bool = False):
+    """`simlab decide`: tune, race on held-out traffic, confirm on fresh seeds; returns the DecideRecord and writes
+    its folder (default results/SCENARIO/decide, as the command): result.json, the CSV tables, report.md and,
+    when the answer is exported, best-options.json."""
+    from simlab.decision import files
+    from simlab.decision.run import run_decide
+    from simlab.reporting.blocks.decide import write_report
+
+    s = _scenario(scenario)
+    folder = Path(out) if out is not None else Path("results") / s.name / "decide"
+    record = run_decide(s, _options(s, options, "adaptive"), folder, trials=trials, replications=replications,
+                        workers=workers, progress=progress, exhaustive=exhaustive)
+    if figures:
+        from simlab.reporting.figures.decision import decision_figures
+
+        record.figures = decision_figures(record, folder)
+    files.write(record, folder)
+    write_report(record, folder)
+    return record
+
+
+def tune(scenario, *, trials: int | None = None, options=None, out: str | Path | None = None, workers: int = 1,
+         mode: str | None = None, objective: str | None = None, force: bool = False, progress: bool = False):
+    """`simlab tune`: the Optuna study, validated on held-out traffic; returns the TuneRecord (folder default
+    results/SCENARIO/tune; a rerun continues the study)."""
+    from simlab.tuning.run import run_tune
+
+    s = _scenario(scenario)
+    folder = Path(out) if out is not None else Path("results") / s.name / "tune"
+    return run_tune(s, _options(s, options, "adaptive"), folder, trials=trials, workers=workers, mode=mode,
+                    objective=objective, force=force, progress=progress)
+
+
+def load(path: str | Path):
+    """The record a simlab command wrote: a folder (its result.json) or a record file (result.json, ab's
+    decision.json). InputError (with the file and field) for anything else."""
+    from simlab import records
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / records.RESULT_FILE
+    if not p.exists():
+        raise InputError(path, None, "no such file or folder; expected a simlab output folder or its result.json")
+    return records.load(p)

@@ -1,0 +1,119 @@
+"""Racing: sequential replication on the selection units until the answer is settled or the budget is spent.
+
+Round 0 measures every arm on the first seeds of every held-out condition (common random numbers). After each
+round the rule judges the arms on the units they share (simlab/decision/rule.py); an arm the rule has put out
+(shown infeasible, or worse than the leader by more than a margin on either axis) stops being measured and
+keeps that standing; the others get more seeds (the count doubles, up to the budget). Racing stops as soon as
+the choice is settled (it would be the same whatever the undecided arms turn out to be), or when the budget is
+spent: then the answer is unsettled, and the record says which arms keep it so and how many seeds would
+decide them. The baselines (not deployable) run in round 0 only, for the record; the reference arm and the
+bounds the rule reads run in every round.
+
+Racing also stops when the tie set is the same after two rounds in a row (it has stopped changing) even though
+some arms are still undecided; the record says which criterion ended it.
+
+`exhaustive=True` measures every arm on every selection unit of the budget first, then judges the same rounds
+on the units of their seeds: the same rule on more runs, to check that racing gives the same answer
+(benchmarks/run.py counts the runs it saves).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simlab.decision.compare import Arm
+from simlab.decision.frontier import SHARE, exported_options
+from simlab.decision.rule import Frozen, Outcome, judge
+from simlab.experiments.plan import NO_BATCH, P95, THR, ArmSpec, Measurements, Plan
+from simlab.records import Round
+
+
+FIRST_UNITS = 4  # the first round's units: enough for a t-test to put clearly worse arms out
+
+
+@dataclass
+class Race:
+    outcome: Outcome
+    arms: list[Arm]  # every arm on the selection units (NaN where it was not run)
+    frozen: dict[str, Frozen]
+    rounds: list[Round]
+    bound_p95: list[float] | None
+    stable: bool  # settled by the rule, or the same tie set two rounds in a row
+    settled_by: str  # "decided" | "unchanged" | "" (the budget ran out first)
+
+
+def schedule(first: int, budget: int) -> list[int]:
+    """Selection seeds per condition after each round: first, doubling, the budget last."""
+    out = [min(first, budget)]
+    while out[-1] < budget:
+        out.append(min(budget, 2 * out[-1]))
+    return out
+
+
+def first_seeds(rule, conditions: int, budget: int) -> int:
+    """Racing's first round: [decision] first_seeds, else enough seeds for 4 units (at least one per condition)."""
+    n = rule.first_seeds or max(1, math.ceil(FIRST_UNITS / max(1, conditions)))
+    return min(n, budget)
+
+
+def arms_of(measured: Measurements, specs: list[ArmSpec]) -> list[Arm]:
+    return [Arm(s.label, exported_options(s.options), measured.values(s.label, P95), measured.values(s.label, THR),
+                s.family, s.cap, _share(measured, s.label)) for s in specs]
+
+
+def _share(measured: Measurements, label: str):
+    """The arm's batch_deadline_share per unit, or None where no run measured it (no batch deadline)."""
+    share = measured.values(label, SHARE)
+    return share if np.isfinite(share).any() else None
+
+
+def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> None:
+    """Arms shown infeasible, or out on either axis, stop being measured after round k (their standing kept)."""
+    for label, st in outcome.standings.items():
+        if label in frozen or label in keep:
+            continue
+        if st.feasible == "no" or st.tie == "out" or st.second == "out":
+            frozen[label] = Frozen(st, k)
+
+
+def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, reference: str | None, defaults: dict,
+         slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
+    """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
+    Stable: the rule says settled (no undecided arm could move the choice), or the tie set is the same after two
+    rounds in a row (the choice within it may still change with the tie-break). `exhaustive`: every arm on every unit first, then the same rounds judged on
+    the units of their seeds (so the two answers are comparable)."""
+    steps = schedule(first_seeds(rule, len(plan.conditions), budget), budget)
+    frozen: dict[str, Frozen] = {}
+    rounds: list[Round] = []
+    done = 0
+    every_round = [b for b in bounds if b.label == NO_BATCH] if rule.rule == "slo" else []
+    start = plan.runs
+    if exhaustive:  # every arm on every unit, then the same rounds judged on the units of their seeds
+        plan.add_seeds(list(range(first_seed, first_seed + budget)))
+        plan.run(specs + bounds)
+    for k, n in enumerate(steps):
+        units = plan.add_seeds(list(range(first_seed + done, first_seed + n)))
+        live = [s for s in specs if s.label not in frozen and (k == 0 or s.family != "baseline" or s.label == reference)]
+        before = start if k == 0 else plan.runs
+        plan.run(live + (bounds if k == 0 else every_round), units)
+        upto = len(plan.conditions) * n  # the units of the first n seeds (the plan orders units seed by seed)
+        arms = [a.on(slice(0, upto)) for a in arms_of(plan.measured, specs)]
+        by = {a.label: a for a in arms}
+        bound = plan.measured.values(NO_BATCH, P95)[:upto] if bounds else None
+        outcome = judge(arms, rule, by.get(reference), defaults, bound, slo_ms, frozen)
+        unchanged = bool(rounds) and rounds[-1].tie_set == outcome.tie_set
+        stable = outcome.settled or unchanged
+        rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
+                            outcome.tie_set, stable))
+        done = n
+        if exhaustive:
+            continue  # judged at every step, to the budget: nothing stops, nothing is frozen
+        if stable or n >= budget:
+            break
+        stop_the_out(outcome, frozen, k, keep=(reference, outcome.choice, outcome.leader, outcome.second_leader))
+    bound = [float(v) for v in plan.measured.values(NO_BATCH, P95)[:upto]] if bounds else None
+    return Race(outcome, arms, frozen, rounds, bound, stable, "decided" if outcome.settled else (
+        "unchanged" if stable else ""))

@@ -1,0 +1,248 @@
+"""`run_decide`: deploy the adaptive scheduler or not, and with which options; one DecideRecord.
+
+1. Tune (optional) on the search traffic: the scenario's first `[conditions] search` conditions x search seeds.
+2. Race every static cap the backend can run, the production defaults, tuning's candidates and the baselines on
+   the selection units: held-out conditions x held-out seeds (simlab/decision/racing.py), until the rule's
+   answer is settled or the budget (--replications seeds per condition) is spent.
+3. Confirm: the choice, its tie set, the reference, and the best static and adaptive arms on fresh confirmation
+   units (the same held-out conditions, new seeds) that played no part in choosing. The reported P95,
+   throughput and margins are these; no arm may dominate the choice on them (Holm), pooled or on any condition
+   where it is not itself dominated elsewhere; the choice must not be shown to miss the constraint.
+4. Export (exit 0) only a settled, confirmed, deployable choice; otherwise exit 3 with no best-options.json.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from simlab.decision.compare import P95, THR, Arm, alpha_of, axes, dominators, p_above, p_below
+from simlab.decision.frontier import backend_slots, decide_specs, exported_options, reference_label
+from simlab.decision.racing import arms_of, race
+from simlab.decision.rule import judge
+from simlab.errors import InputError
+from simlab.experiments.plan import NO_BATCH, Measurements, Plan, bound_specs
+from simlab.experiments.stats import mean_ci
+from simlab.policies import SchedulerOptions, options_from_dict
+from simlab.records import ArmResult, ConditionCheck, DecideRecord, Interval, TuningSummary, Unit
+from simlab.scenario import Scenario
+from simlab.world.conditions import split
+
+def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None,
+               replications: int | None = None, workers: int = 1, progress: bool = True, scheduler=None,
+               exhaustive: bool = False, warn: Callable[[str], None] | None = None) -> DecideRecord:
+    """The whole decision; runs are saved under `out` (tune/, selection/, confirmation/) so a rerun resumes."""
+    rule = scenario.decision
+    out = Path(out)
+    search, held = split(scenario)
+    budget = scenario.tune.holdout_seeds if replications is None else replications
+    first = scenario.tune.holdout_first_seed
+    confirm = list(range(rule.confirm_first_seed, rule.confirm_first_seed + confirm_seeds(rule, len(held))))
+    if set(confirm) & set(range(first, first + budget)):
+        raise InputError(scenario.path, "decision.confirm_first_seed",
+                         f"confirmation seeds {confirm[0]}..{confirm[-1]} overlap the selection seeds {first}.."
+                         f"{first + budget - 1}; the confirmation units must be fresh")
+    n_trials = rule.trials if trials is None else trials
+    tuned, tuning = [], None
+    if n_trials > 0:
+        from simlab.tuning.run import run_tune
+
+        t = run_tune(scenario, base, out / "tune", trials=n_trials, workers=workers, progress=progress,
+                     validate=False, warn=warn)
+        tuned = [(label, options_from_dict(o)) for label, o in t.candidates.items()]
+        tuning = TuningSummary(t.trials, t.trials_complete, t.trials_feasible, [])
+    specs = decide_specs(base, scenario, tuned)
+    if tuning is not None:
+        tuning.candidates = [s.label for s in specs if s.label.startswith("adaptive-tuned")]
+    reference = reference_label(rule, base)
+    defaults = exported_options(base.with_changes(policy="adaptive"))
+    bounds = bound_specs(base, scenario, batch_alone=False)
+
+    plan = Plan(scenario, held, out / "selection", workers, progress, scheduler)
+    raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
+    outcome = raced.outcome
+    by = {a.label: a for a in raced.arms}
+    best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario)
+    best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario)
+
+    cplan = Plan(scenario, held, out / "confirmation", workers, progress, scheduler)
+    c = Confirmation()
+    if outcome.choice is not None and raced.stable:
+        keep = [outcome.choice, *outcome.tie_set, reference, best_static, best_adaptive]
+        burst = {(a, held[0].name, confirm[0]) for a in (best_adaptive, outcome.choice, best_static) if a}
+        c = confirm_choice(cplan, [s for s in specs if s.label in keep], bounds, confirm, burst, outcome, reference,
+                           rule, defaults, scenario)
+    confirmed, missed, slo_met, dominated, checks, carms = (c.confirmed, c.missed, c.slo_met, c.dominated, c.checks,
+                                                            c.arms)
+    exported = bool(confirmed and raced.stable and by[outcome.choice].deployable)
+    cb = cplan.measured.values(NO_BATCH, P95) if carms and bounds else None
+    bound_values = cb if cb is not None else (np.asarray(raced.bound_p95) if raced.bound_p95 else None)
+    selection_units = list(plan.measured.units)
+    every = len(specs) + len(bounds)
+    return DecideRecord(
+        scenario=scenario.name, command="decide", rule=rule.rule, level=rule.level, p95_margin=rule.p95_margin,
+        throughput_margin=rule.throughput_margin, throughput_fraction=rule.throughput_fraction,
+        bound_tolerance=rule.bound_tolerance, batch_deadline_share=rule.batch_deadline_share,
+        reference=reference if reference in by else None,
+        slo_p95_ms=scenario.slo_p95_ms, max_concurrency=base.max_concurrency, backend_slots=backend_slots(scenario),
+        conditions=[c.name for c in held], search_conditions=[c.name for c in search],
+        selection_units=[Unit(c, s) for c, s in selection_units],
+        confirmation_units=[Unit(c, s) for c, s in cplan.measured.units],
+        selection=arm_results(raced.arms, outcome, rule, by.get(reference), raced.frozen),
+        confirmation=arm_results(carms, outcome, rule, {a.label: a for a in carms}.get(reference), {}, dominated),
+        choice=outcome.choice, pick=outcome.pick, leader=outcome.leader, second_leader=outcome.second_leader,
+        no_choice=outcome.no_choice, limit_ms=outcome.limit_ms, limit_kind=outcome.limit_kind,
+        settled=raced.stable, settled_by=raced.settled_by, unsettling=list(outcome.unsettling),
+        seeds_needed=_seeds(outcome.units_needed, len(held)) if outcome.unsettling else None,
+        seeds_budget=budget, rounds=raced.rounds, best_static=best_static, best_adaptive=best_adaptive,
+        bound_p95=_interval(bound_values) if bound_values is not None else None,
+        confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
+        exit_code=0 if exported else 3, runs=plan.runs + cplan.runs,
+        runs_exhaustive=every * budget * len(held) + cplan.runs, tuning=tuning,
+    )
+
+
+CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pooled claims
+
+
+def confirm_seeds(rule, conditions: int) -> int:
+    """[decision] confirm_seeds, else enough seeds for 10 units, at least 3 per held-out condition."""
+    return rule.confirm_seeds or max(3, math.ceil(CONFIRM_UNITS / max(1, conditions)))
+
+
+@dataclass
+class Confirmation:
+    """The choice against its contenders on the confirmation units."""
+
+    confirmed: bool = False
+    missed: bool = False  # shown outside the constraint (beyond its margin)
+    slo_met: str = ""  # yes | no | undecided
+    dominated: dict = field(default_factory=dict)  # label -> (dominates the choice, Holm-adjusted p)
+    checks: list[ConditionCheck] = field(default_factory=list)
+    arms: list[Arm] = field(default_factory=list)
+
+
+def confirm_choice(cplan: Plan, cspecs, bounds, seeds: list[int], burst, outcome, reference: str | None, rule,
+                   defaults: dict, scenario: Scenario) -> Confirmation:
+    """Run the choice and its contenders on fresh seeds (the same held-out conditions) and test it again: no
+    dominator (Holm), the constraint not shown missed, the SLO, and every held-out condition alone."""
+    cplan.add_seeds(seeds)
+    cplan.run(cspecs + bounds, series=burst)
+    arms = arms_of(cplan.measured, cspecs)
+    by = {a.label: a for a in arms}
+    choice = by[outcome.choice]
+    p95_axis, thr_axis = axes(rule)
+    alpha = alpha_of(rule)
+    deployable = [a for a in arms if a.deployable]
+    dom = dominators(choice, deployable, p95_axis, thr_axis, alpha)
+    missed = _misses(choice, by.get(reference), rule, outcome.limit_ms, alpha)
+    gap = choice.p95 - scenario.slo_p95_ms
+    checks = _per_condition(cplan.measured, cplan.conditions, choice, deployable, rule, by.get(reference), defaults,
+                            scenario)
+    return Confirmation(not dom.dominators and not missed and not _uniform_contradiction(checks), missed,
+                        _three(p_below(gap), p_above(gap), alpha),
+                        {k: (k in dom.dominators, p) for k, p in dom.adjusted_p.items()}, checks, arms)
+
+
+def best_of(arms: list[Arm], family: str, rule, reference, defaults, bound, scenario) -> str | None:
+    """The rule over one family alone (selection units): the best static cap, the best adaptive arm; when none
+    is feasible, the family's best arm on the rule's first axis (for the sentence's trade-off)."""
+    mine = [a for a in arms if a.family == family and a.measured]
+    if not mine:
+        return None
+    outcome = judge(mine, rule, reference, defaults, bound, scenario.slo_p95_ms, settle=False)
+    if outcome.choice is not None:
+        return outcome.choice
+    first = P95 if rule.rule == "constrained" else THR
+    sign = 1 if first == P95 else -1
+    return min(mine, key=lambda a: (sign * float(np.nanmean(a.values(first))), a.label)).label
+
+
+def _three(p_yes: float, p_no: float, alpha: float) -> str:
+    return "yes" if p_yes < alpha else ("no" if p_no < alpha else "undecided")
+
+
+def _misses(choice: Arm, reference: Arm | None, rule, limit_ms, alpha: float) -> bool:
+    """The confirmation units show the choice outside the rule's constraint, by more than its margin (below the
+    required throughput under "constrained", above the limit under "slo")."""
+    from simlab.decision.rule import constraint_gap
+
+    gap = constraint_gap(choice, rule, reference, limit_ms)
+    return gap is not None and p_below(gap) < alpha
+
+
+def _per_condition(measured: Measurements, held, choice: Arm, arms: list[Arm], rule, reference, defaults,
+                   scenario) -> list[ConditionCheck]:
+    p95_axis, thr_axis = axes(rule)
+    alpha = alpha_of(rule)
+    out = []
+    for cond in held:
+        mask = measured.condition_mask(cond.name)
+        mine = choice.on(mask)
+        others = [a.on(mask) for a in arms]
+        dom = dominators(mine, others, p95_axis, thr_axis, alpha).dominators
+        beaten = worse_somewhere(mine, others, p95_axis, thr_axis, alpha)
+        statics = [a for a in others if a.family == "static"]
+        ref = reference.on(mask) if reference is not None else None
+        best = judge(statics, rule, ref, defaults, None, scenario.slo_p95_ms, settle=False).choice if statics else None
+        out.append(ConditionCheck(cond.name, int(mask.sum()), _interval(mine.p95), _interval(mine.throughput), dom,
+                                  beaten, best))
+    return out
+
+
+def worse_somewhere(choice: Arm, others: list[Arm], p95_axis, thr_axis, alpha: float) -> list[str]:
+    """The arms shown worse than the choice by more than a margin on either axis (Holm over both axes of every
+    arm compared)."""
+    from simlab.decision.compare import holm, worse_beyond
+
+    others = [o for o in others if o.label != choice.label]
+    tests = [p for o in others for p in (worse_beyond(o, choice, p95_axis), worse_beyond(o, choice, thr_axis))]
+    rejected, _ = holm(tests, alpha)
+    return [o.label for i, o in enumerate(others) if rejected[2 * i] or rejected[2 * i + 1]]
+
+
+def _uniform_contradiction(checks: list[ConditionCheck]) -> list[str]:
+    """Arms that dominate the choice on some held-out condition and are shown worse than it (beyond a margin, on
+    either axis) on none: the pooled pick is contradicted, not traded off."""
+    dom = {a for c in checks for a in c.dominators}
+    traded = {a for c in checks for a in c.worse_than_choice}
+    return sorted(dom - traded)
+
+
+def _interval(values) -> Interval:
+    return Interval.of(mean_ci(np.asarray(values, dtype=float)))
+
+
+def _seeds(units: float, conditions: int) -> float:
+    return units / max(1, conditions) if math.isfinite(units) else math.inf
+
+
+def arm_results(arms: list[Arm], outcome, rule, reference: Arm | None, frozen: dict,
+                dominated: dict | None = None) -> list[ArmResult]:
+    """ArmResults of `arms` against the choice, with their standings (and, on confirmation, domination)."""
+    choice = next((a for a in arms if a.label == outcome.choice), None)
+    out = []
+    for a in arms:
+        if not a.measured:
+            continue
+        st = outcome.standings.get(a.label)
+        vs_p = vs_t = None
+        if choice is not None and a is not choice:
+            vs_p, vs_t = _interval(a.p95 - choice.p95), _interval(a.throughput - choice.throughput)
+        margin = None
+        if rule.rule == "constrained" and reference is not None:
+            margin = _interval(a.throughput - rule.throughput_fraction * reference.throughput)
+        dom, p = (dominated or {}).get(a.label, (False, None))
+        out.append(ArmResult(
+            label=a.label, family=a.family, cap=a.cap, options=dict(a.options), units=a.measured,
+            p95_ms=[float(v) for v in a.p95], throughput_per_min=[float(v) for v in a.throughput],
+            p95=_interval(a.p95), throughput=_interval(a.throughput), p95_vs_choice=vs_p, throughput_vs_choice=vs_t,
+            required_margin=margin, feasible=st.feasible if st else "", tie=st.tie if st else "",
+            second=st.second if st else "", stopped_after=frozen[a.label].round if a.label in frozen else None,
+            dominates=dom, dominates_p=p,
+            deadline_share=None if a.deadline_share is None else _interval(a.deadline_share)))
+    return out

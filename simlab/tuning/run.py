@@ -1,0 +1,181 @@
+"""`run_tune`: search the adaptive policy's options with Optuna, validate the pick on held-out traffic, and return
+the TuneRecord (written to the output folder with its tables, figures and report).
+
+Inside `simlab decide` (validate=False) the held-out check is decide's own: the search's picks come back as
+candidates (the record's `candidates`) and nothing is exported from the tune folder but `tuned-candidate.json`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from simlab.errors import InputError
+from simlab.policies import SchedulerOptions
+from simlab.records import TuneRecord
+from simlab.scenario import Scenario
+
+
+class Refused(InputError):
+    """No policy can meet the SLO on this traffic, so nothing was exported; `record` is the study's record, for the
+    caller to render before it reports the error."""
+
+    def __init__(self, record: TuneRecord, source, where, message):
+        super().__init__(source, where, message)
+        self.record = record
+
+    def __reduce__(self):
+        return (InputError, (self.source, self.where, self.message))
+
+
+def quiet_optuna() -> None:
+    """Optuna's per-trial log lines and its experimental / deprecation warnings stay out of simlab's output.
+    Optuna 5 deprecates `constraints_func` for Trial.set_constraint, which needs the live Trial object; here
+    results are stored by worker processes through the storage, so the sampler-side function stays."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"optuna\.")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
+
+
+def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None, workers: int = 1,
+             storage: str | None = None, study: str | None = None, objective: str | None = None,
+             mode: str | None = None, join: bool = False, progress: bool = True, force: bool = False,
+             validate: bool = True, warn: Callable[[str], None] | None = None) -> TuneRecord:
+    """Tune, validate (unless `validate` is False), write the study's files and the record (result.json); the
+    record (its report and figures are the caller's: simlab/reporting). `warn` receives warnings (the capacity
+    of the traffic, the batch-absent floor). InputError when no policy can meet the SLO and `force` is not set
+    (raised after the record is written, so the study and report are kept: the caller renders first, see
+    `Refused`)."""
+    from simlab.experiments import capacity
+    from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
+    from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
+    from simlab.tuning.space import build_space
+    from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study
+    from simlab.tuning.validation import choose, search_picks, validate as run_validation
+    from simlab.world.conditions import split
+
+    quiet_optuna()
+    say = warn or (lambda _message: None)
+    changes = {k: v for k, v in (("objective", objective), ("mode", mode)) if v is not None}
+    if changes:
+        scenario = scenario.model_copy(update={"tune": scenario.tune.model_copy(update=changes)})
+    tune = scenario.tune
+    n_trials = tune.trials if trials is None else trials
+    space = build_space(scenario, base)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
+    search_conds, held_conds = split(scenario)
+    ctx = TuneContext(scenario, base, space, storage or f"sqlite:///{(out / 'study.db').resolve()}",
+                      study or scenario.name, seeds,
+                      search_worlds=[(c.name, c.apply(scenario)) for c in search_conds],
+                      holdout_worlds=[(c.name, c.apply(scenario)) for c in held_conds])
+    unreachable = capacity.check(scenario).slo_unreachable
+    ctx.identity = {"simlab_objective": f"{tune.mode}:{tune.objective}", "simlab_scenario": scenario.name,
+                    **_setup_identity(scenario, base, space, seeds)}
+    if len(ctx.search_worlds) > 1 or ctx.search_worlds[0][0] != "base":
+        ctx.identity["simlab_search_conditions"] = ",".join(n for n, _ in ctx.search_worlds)
+    try:
+        refuse_changed_study(ctx)  # before any work: a study made from other inputs is never resumed
+    except InputError:
+        if validate:
+            raise
+        # inside decide the study is decide's own cache: one made from other inputs is replaced, not resumed
+        import optuna
+
+        from simlab.tuning.study import open_storage
+
+        optuna.delete_study(study_name=ctx.study_name, storage=open_storage(ctx.storage_url))
+        say(f"{out}: the tuning study was made with other inputs (scenario, options or simlab's code); started anew")
+
+    # The reference arm's batch throughput on the search units: the constraint's yardstick; and the interactive
+    # P95 with batch absent, the floor no options can go below.
+    plan = Plan(scenario, search_conds, out / "search", workers, progress)
+    plan.add_seeds(seeds)
+    reference = ArmSpec("reference", base.with_changes(policy=tune.reference), "baseline")
+    both = {w.kind for w in scenario.workload} == {"interactive", "batch"}
+    bound = ArmSpec(NO_BATCH, base.with_changes(policy="unscheduled"), "bound", "no-batch")
+    ran = plan.run([reference] + ([bound] if both else [])).metrics
+    units = ctx.units()  # condition by condition, as every trial's per-unit values
+
+    def per_unit(label: str, metric: str) -> list[float]:
+        return [float(ran[(label, c, s)][metric]) for c, s in units]
+
+    ctx.reference_per_seed = per_unit("reference", "batch_throughput_per_min")  # pairs the constraint per unit
+    ctx.reference_throughput = sum(ctx.reference_per_seed) / len(ctx.reference_per_seed)
+    floor = [v for v in per_unit(NO_BATCH, "interactive_p95_ms") if math.isfinite(v)] if both else []
+    above = bool(floor) and sum(floor) / len(floor) > scenario.slo_p95_ms
+    if above:
+        say(f"capacity: with batch work absent, interactive P95 is already {sum(floor) / len(floor):,.0f} ms (mean "
+            f"over {len(floor)} search runs), above the SLO ({scenario.slo_p95_ms:,.0f} ms): no scheduler can meet "
+            "this SLO on this traffic.")
+    bar = _progress_bar(n_trials, ctx) if progress else None
+    try:
+        result = (join_study(ctx, n_trials, progress=bar) if join else
+                  optimize(ctx, n_trials, workers=workers, progress=bar))
+    finally:
+        if bar is not None:
+            bar.close()
+
+    if not validate:
+        picks = search_picks(ctx, result, n_trials)
+        write_candidate(out, picks)
+        write_tables(ctx, result, out, None, None)
+        return write_record(build_record(ctx, result, [], None, None, candidates=picks), out)
+    candidates, note = choose(ctx, result)
+    rows, summary = run_validation(ctx, candidates, out, workers, progress)
+    refuse = (unreachable or above) and not force
+    pick = None if refuse else write_best(out, summary, ctx.multi)
+    write_tables(ctx, result, out, rows, summary)
+    record = write_record(build_record(ctx, result, summary, note, pick), out)
+    if refuse:
+        raise Refused(record,
+            scenario.path, "slo_p95_ms",
+            f"no policy can meet the SLO ({scenario.slo_p95_ms:,.0f} ms) on this traffic (see the capacity warning "
+            f"above), so no options were exported. The study, trials and report are kept in {out}; fix the "
+            "capacity or the SLO, or rerun with --force to export the best options anyway.",
+        )
+    return record
+
+
+def split_worlds(scenario: Scenario) -> list[tuple[str, Scenario]]:
+    """The held-out traffic conditions other than the scenario itself, as scenarios (for capacity checks)."""
+    from simlab.world.conditions import split
+
+    return [(c.name, c.apply(scenario)) for c in split(scenario)[1] if c.name != "base"]
+
+
+def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:
+    """What makes two studies comparable: everything but the number of trials, including the bytes of every
+    file the scenario reads and simlab's code (a resumed study must not mix trials of different inputs)."""
+    from simlab import fingerprint
+
+    return fingerprint.identity(scenario, {"base": base.to_json_dict(), "space": space.bounds, "seeds": seeds},
+                                drop_tune=("trials",))
+
+
+class _progress_bar:
+    """tqdm over finished trials, showing the best feasible value so far."""
+
+    def __init__(self, total, ctx):
+        from tqdm import tqdm
+
+        self.ctx = ctx
+        self.bar = tqdm(total=total, desc="trials", unit="trial")
+
+    def __call__(self, study) -> None:
+        from simlab.tuning.validation import completed, feasible
+
+        done = completed(study)
+        self.bar.update(max(0, min(len(done), self.bar.total) - self.bar.n))
+        ok = [t.values[0] for t in done if feasible(t)]
+        if ok:
+            self.bar.set_postfix_str(f"best {self.ctx.tune.objective} {min(ok):,.0f} ms")
+
+    def close(self):
+        self.bar.close()
