@@ -421,6 +421,16 @@ def arms_text(r, labels: list[str]) -> str:
     return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def depends_text(r) -> str:
+    """What an unsettled pick depends on: the other arms that could move it, and its own standing when that is
+    undecided too ('static cap 5 and its own standing')."""
+    others = [label for label in r.unsettling if label != r.choice]
+    parts = [arms_text(r, others)] if others else []
+    if r.choice in r.unsettling:
+        parts.append("its own standing")
+    return " and ".join(parts) if parts else "arms"
+
+
 def arm_name(r, label: str | None) -> str:
     a = r.arm(label) if label else None
     if a is not None and a.family == "static" and a.cap is not None:
@@ -521,10 +531,10 @@ def decide_headline(r) -> str:
     if not r.settled:
         if r.command == "ab":
             return (f"Not settled on the A/B's {len(r.selection_units)} seeds: the pick ({arm_name(r, r.choice)} for "
-                    f"now) depends on {arms_text(r, r.unsettling)}, which these seeds cannot yet place inside or "
+                    f"now) depends on {depends_text(r)}, which these seeds cannot yet place inside or "
                     "outside the margins.")
         return (f"Not settled after {r.seeds_budget} selection seeds per held-out condition: the pick ("
-                f"{arm_name(r, r.choice)} for now) depends on {arms_text(r, r.unsettling)}, which the units cannot "
+                f"{arm_name(r, r.choice)} for now) depends on {depends_text(r)}, which the units cannot "
                 "yet place inside or outside the margins; no options exported.")
     if c.family == "baseline":
         return f"{c.label} is best here, but it is not a production scheduler setting."
