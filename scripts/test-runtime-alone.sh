@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The runtime's own tests with only the runtime distribution installed (runtime/pyproject.toml: simlab.runtime,
-# simlab.policies, simlab.errors; pydantic, sortedcontainers, prometheus_client as its extra), plus pytest and
+# simlab.policies, simlab.errors, simlab.version; pydantic, sortedcontainers, prometheus_client as its extra), plus pytest and
 # hypothesis: a fresh virtualenv under the temporary folder, removed afterwards. Proves a service can take the
 # Scheduler without the lab (numpy, SimPy, pandas, matplotlib, Optuna, SciPy are not even installed there).
 #   scripts/test-runtime-alone.sh [PYTEST ARGS...]
@@ -15,7 +15,7 @@ pin() { grep -i "^$1==" "$ROOT/requirements.lock"; }  # the lab's exact versions
 mkdir -p "$WORK/src/simlab"
 mkdir "$WORK/src/runtime"
 cp "$ROOT/runtime/pyproject.toml" "$WORK/src/runtime/"
-cp "$ROOT/simlab/__init__.py" "$ROOT/simlab/errors.py" "$WORK/src/simlab/"
+cp "$ROOT/simlab/__init__.py" "$ROOT/simlab/errors.py" "$ROOT/simlab/version.py" "$WORK/src/simlab/"
 cp -r "$ROOT/simlab/runtime" "$ROOT/simlab/policies" "$WORK/src/simlab/"
 find "$WORK/src" -name __pycache__ -prune -exec rm -rf {} +
 "$PY" -m venv "$WORK/venv"

@@ -4,6 +4,7 @@ command runs from. The CLI starts in about a second, so the invocations run two 
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -209,6 +210,19 @@ def test_an_interactive_workload_resampled_from_a_log_runs(files, tmp_path):
 def test_decide_with_zero_trials_still_skips_tuning(files, tmp_path):
     proc = simlab_in(tmp_path, "decide", files["good"], "--trials", "0", "--replications", "2", "--out",
                      tmp_path / "d", "--quiet")
-    assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr, proc.stderr
-    assert "adaptive: not tuned (--trials 0)" in (tmp_path / "d" / "report.md").read_text()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    record = json.loads((tmp_path / "d" / "result.json").read_text())["record"]
+    assert proc.returncode == record["exit_code"] and record["tuning"] is None
+    assert not (tmp_path / "d" / "tune").exists()  # no study was started
+    assert "Tuning: not tuned (--trials 0)" in (tmp_path / "d" / "report.md").read_text()
     assert not (tmp_path / "d" / "tune").exists()
+
+
+def test_tune_on_one_search_unit_is_refused_before_any_folder(tmp_path):
+    text = (ROOT / "tests" / "fixtures" / "overload.toml").read_text().replace("seeds = 3\n", "seeds = 1\n")
+    scenario = tmp_path / "one.toml"
+    scenario.write_text(text)
+    proc = simlab_in(tmp_path, "tune", scenario, "--out", tmp_path / "t", "--quiet")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "tune.seeds" in proc.stderr and "at least 2 units" in proc.stderr
+    assert not (tmp_path / "t").exists()

@@ -177,7 +177,7 @@ def test_scenario_files_finds_traces_distributions_and_profiles(tmp_path):
 TUNE = """
 [tune]
 trials = 4
-seeds = 1
+seeds = 2
 holdout_seeds = 2
 batch_size = 2
 """

@@ -60,6 +60,10 @@ def main(args) -> int:
         warn(note)
     if (beyond := cap_beyond_backend(base, scenario)) is not None:
         warn(words.cap_beyond_backend(*beyond))
+    if (args.trials if args.trials is not None else scenario.decision.trials) > 0:
+        from simlab.tuning.run import check_units
+
+        check_units(scenario)
     out = out_dir(args, scenario, "decide")
     record = run_decide(scenario, base, out, trials=args.trials, replications=args.replications, workers=workers,
                         progress=not args.quiet, scheduler=args.scheduler_address, exhaustive=args.exhaustive,

@@ -43,7 +43,9 @@ def main(args) -> int:
     workers = positive(args.workers, "--workers")
     base = scenario_options(scenario, args.options, "adaptive")
     capacity_check(scenario)
-    from simlab.tuning.run import Refused, run_tune, split_worlds
+    from simlab.tuning.run import Refused, check_units, run_tune, split_worlds
+
+    check_units(scenario)
 
     for name, world in split_worlds(scenario):  # held-out conditions may carry more load than the scenario itself
         capacity_check(world, label=f"held-out condition {name}")

@@ -668,11 +668,24 @@ def method_text(r) -> str:
               if r.command == "decide" else f"One round on the A/B's {len(r.selection_units)} seeds.")
     confirm = (" The reported numbers come from fresh confirmation units (the same conditions, new seeds) that "
                "played no part in choosing." if r.confirmation_units else "")
+    if r.command == "decide":
+        confirm += " " + tuning_text(r)
     return (f"Rule `{r.rule}`: {rule}. Arms within the margins ({margins_text(r)} of the best arm's value, unit by "
             f"unit) are equivalent; the simplest of them is picked (static before adaptive, fewer options changed "
             f"from production, rounder values), and no arm of the tie set may dominate it (better on one axis, "
             f"within the margin on the other). Every claim is a paired one-sided t-test on common random numbers, "
             f"Holm-corrected over the arms compared at a family-wise {alpha}. {racing}{confirm}")
+
+
+def tuning_text(r) -> str:
+    """What `decide`'s search did: 'Tuning: 20 trials (20 complete, 14 feasible) on the search units; candidates:
+    adaptive-tuned.' or that it was skipped."""
+    t = r.tuning
+    if t is None:
+        return "Tuning: not tuned (--trials 0): the adaptive arms are the production defaults alone."
+    found = ", ".join(t.candidates) if t.candidates else "none new (every proposal is an arm already compared)"
+    return (f"Tuning: {t.trials} trials ({t.complete} complete, {t.feasible} feasible) on the search units, never "
+            f"on the selection or confirmation units; candidates: {found}.")
 
 
 def not_exported(r) -> str:

@@ -18,6 +18,19 @@ from simlab.records import TuneRecord
 from simlab.scenario import Scenario
 
 
+def check_units(scenario) -> None:
+    """The search needs two units (seeds x search conditions) at least: the rule's paired tests cannot show a trial
+    feasible on one. Checked before any folder is made."""
+    from simlab.world.conditions import split
+
+    n_seeds, n_conds = scenario.tune.seeds, len(split(scenario)[0])
+    if n_seeds * n_conds < 2:
+        raise InputError(scenario.path, "tune.seeds",
+                         f"the search needs at least 2 units (seeds x search conditions) for the rule's paired tests; "
+                         f"found {n_seeds} seed x {n_conds} condition: no trial could ever be shown to meet the "
+                         "throughput constraint")
+
+
 class Refused(InputError):
     """No policy can meet the SLO on this traffic, so nothing was exported; `record` is the study's record, for the
     caller to render before it reports the error."""
@@ -67,10 +80,11 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     tune = scenario.tune
     n_trials = tune.trials if trials is None else trials
     space = build_space(scenario, base)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
     search_conds, held_conds = split(scenario)
+    check_units(scenario)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     ctx = TuneContext(scenario, base, space, storage or f"sqlite:///{(out / 'study.db').resolve()}",
                       study or scenario.name, seeds,
                       search_worlds=[(c.name, c.apply(scenario)) for c in search_conds],
