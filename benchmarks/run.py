@@ -183,19 +183,23 @@ def kv_backend(table: Table, rep: int) -> None:
                   "cpu us", per_request["kv"], base, target=target)
 DECIDE_COLUMNS = ("scenario", "racing_wall_s", "racing_cpu_s", "exhaustive_wall_s", "exhaustive_cpu_s", "runs_racing",
                   "runs_exhaustive", "runs_saved", "choice_racing", "choice_exhaustive", "tie_racing", "tie_exhaustive",
-                  "same", "settled", "exit_racing")
+                  "same", "settled", "exit_racing", "budget2_replications", "budget2_wall_s", "budget2_cpu_s",
+                  "choice_budget2", "tie_budget2", "settled_budget2", "exit_budget2", "stable")
 
 
 def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2) -> None:
     """`simlab decide` with default settings on every scenario, racing and --exhaustive: wall and CPU seconds of the
-    whole process, simulations run and saved, and whether both give the same answer (or overlapping tie sets)."""
+    whole process, simulations run and saved, and whether both give the same answer (or overlapping tie sets); then
+    racing at a second budget (twice the selection seeds per condition): the same answer, or overlapping tie sets?"""
     import json
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in scenarios:
             row = {"scenario": path.stem}
-            for mode, extra in (("racing", []), ("exhaustive", ["--exhaustive"])):
+            row["budget2_replications"] = 2 * load_scenario(path).tune.holdout_seeds
+            for mode, extra in (("racing", []), ("exhaustive", ["--exhaustive"]),
+                                ("budget2", ["--replications", str(row["budget2_replications"])])):
                 out = f"{tmp}/{path.stem}-{mode}"
                 probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
                          "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
@@ -210,12 +214,17 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2) -> None:
                             f"choice_{mode}": rec["choice"], f"tie_{mode}": " ".join(ties)})
                 if mode == "racing":
                     row.update(settled=rec["settled"], exit_racing=int(res[0]))
+                if mode == "budget2":
+                    row.update(settled_budget2=rec["settled"], exit_budget2=int(res[0]))
                 print(f"  decide {path.stem} {mode}: {float(res[2]):.1f} s wall, {float(res[1]):.1f} cpu s, "
                       f"{rec['runs']} runs, choice {rec['choice']}", flush=True)
             row["runs_saved"] = row["runs_exhaustive"] - row["runs_racing"]
             overlap = set(row["tie_racing"].split()) & set(row["tie_exhaustive"].split())
             row["same"] = ("same answer" if row["choice_racing"] == row["choice_exhaustive"]
                            else "tie sets overlap" if overlap else "DIFFERENT")
+            overlap = set(row["tie_racing"].split()) & set(row["tie_budget2"].split())
+            row["stable"] = ("same answer" if row["choice_racing"] == row["choice_budget2"]
+                             else "tie sets overlap" if overlap else "DIFFERENT")
             rows.append(row)
     with open(f"{prefix}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, DECIDE_COLUMNS)
@@ -232,6 +241,13 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2) -> None:
         lines.append(f"| {r['scenario']} | {r['racing_wall_s']:.1f} | {r['racing_cpu_s']:.1f} | {r['exhaustive_wall_s']:.1f} "
                      f"| {r['exhaustive_cpu_s']:.1f} | {r['runs_racing']} | {r['runs_exhaustive']} | {r['runs_saved']} | "
                      f"{r['choice_racing']} | {r['choice_exhaustive']} | {r['same']} | {r['settled']} | {r['exit_racing']} |")
+    lines += ["", "A second budget: racing with twice the selection seeds per held-out condition (--replications).", "",
+              "| scenario | budget 1: choice (tie set) | settled | budget 2 (replications) | choice (tie set) | settled | "
+              "CPU s | agree |", "|---|---|---|---|---|---|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['scenario']} | {r['choice_racing']} ({r['tie_racing']}) | {r['settled']} | "
+                     f"{r['budget2_replications']} | {r['choice_budget2']} ({r['tie_budget2']}) | {r['settled_budget2']} | "
+                     f"{r['budget2_cpu_s']:.1f} | {r['stable']} |")
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print(f"written {prefix}.csv and .md")
 
