@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "simlab.store",
+    "simlab.policies.options",
     "simlab.experiments.stats",
     "simlab.experiments.tables",
     "simlab.calibration.openloop",

@@ -262,7 +262,21 @@ class Range:
 
 
 def options_from_dict(data: object, source: str | Path | None = None, where: str | None = None) -> SchedulerOptions:
-    """Validate a dict of camelCase options; raise InputError naming the key on failure."""
+    """Validate a dict of camelCase options; raise InputError naming the key on failure.
+
+    >>> o = options_from_dict({"policy": "static", "maxConcurrency": 16, "batchMaxConcurrency": 12})
+    >>> o.policy, o.max_concurrency, o.batch_max_concurrency
+    ('static', 16, 12)
+    >>> options_from_dict({"maxConcurency": 16}, "opts.json")
+    Traceback (most recent call last):
+    simlab.errors.InputError: opts.json: maxConcurency: unknown option (did you mean 'maxConcurrency'?); known options: ...
+    >>> options_from_dict({"policy": "static", "maxConcurrency": True, "batchMaxConcurrency": 1}, "opts.json")
+    Traceback (most recent call last):
+    simlab.errors.InputError: opts.json: maxConcurrency: Input should be a valid integer (found true)
+    >>> options_from_dict({"maxConcurrency": 16, "batchMaxConcurrency": 12}, "opts.json")
+    Traceback (most recent call last):
+    simlab.errors.InputError: opts.json: policy 'adaptive' needs key(s) batchMinConcurrency, interactiveRpsThreshold, interactiveP95LatencyMs
+    """
     if not isinstance(data, dict):
         raise InputError(source, where, f"expected a JSON object of scheduler options, found {type(data).__name__}")
     for key in data:
