@@ -95,13 +95,23 @@ def decide(scenario, *, trials: int | None = None, replications: int | None = No
 def tune(scenario, *, trials: int | None = None, options=None, out: str | Path | None = None, workers: int = 1,
          mode: str | None = None, objective: str | None = None, force: bool = False, progress: bool = False):
     """`simlab tune`: the Optuna study, validated on held-out traffic; returns the TuneRecord (folder default
-    results/SCENARIO/tune; a rerun continues the study)."""
-    from simlab.tuning.run import run_tune
+    results/SCENARIO/tune; a rerun continues the study) with its report.md and figures, as the command does."""
+    import time
+
+    from simlab.commands.tune import render
+    from simlab.tuning.run import Refused, run_tune
 
     s = _scenario(scenario)
     folder = Path(out) if out is not None else Path("results") / s.name / "tune"
-    return run_tune(s, _options(s, options, "adaptive"), folder, trials=trials, workers=workers, mode=mode,
-                    objective=objective, force=force, progress=progress)
+    started = time.perf_counter()
+    try:
+        record = run_tune(s, _options(s, options, "adaptive"), folder, trials=trials, workers=workers, mode=mode,
+                          objective=objective, force=force, progress=progress)
+    except Refused as refused:  # nothing exported, but the study's report and figures are written, as by the command
+        render(refused.record, folder, time.perf_counter() - started, quiet=True)
+        raise
+    render(record, folder, time.perf_counter() - started, quiet=True)
+    return record
 
 
 def load(path: str | Path):

@@ -89,7 +89,7 @@ def test_notebook_finds_the_repository_from_the_root(path, kernel_env):
     nb = nbformat.read(path, as_version=4)
     setup = [c for c in nb.cells if "setup" in c.metadata.get("tags", [])]
     assert len(setup) == 1, "the notebook needs exactly one code cell tagged 'setup'"
-    nb.cells = setup + [nbformat.v4.new_code_cell("print(json.dumps({'root': str(ROOT), 'out': str(OUT)}))")]
+    nb.cells = setup + [nbformat.v4.new_code_cell("import json\nprint(json.dumps({'root': str(ROOT), 'out': str(OUT)}))")]
     _execute(nb, ROOT)
     seen = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream").strip())
     assert Path(seen["root"]) == ROOT.resolve()
