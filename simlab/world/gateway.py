@@ -316,8 +316,9 @@ class Gateway:
             self.recent_sum[1] += d_batch
 
     def _forget_old(self) -> None:
-        recent, horizon = self.recent, self.clock() - self.delay
-        while recent and recent[0][0] <= horizon:
+        # visible once t + d <= now: the very sum a retry is scheduled at (now - d could round the other way)
+        recent, now, delay = self.recent, self.clock(), self.delay
+        while recent and recent[0][0] + delay <= now:
             _, number, d_total, d_batch = recent.popleft()
             self.recent_total[number] -= d_total
             self.recent_batch[number] -= d_batch
