@@ -174,3 +174,29 @@ def test_eviction_across_instances_is_refused():
     with pytest.raises(InputError) as info:
         Engine(s, s.options("priority"), 1)
     assert info.value.where == "gateway" and "evict" in info.value.message
+
+
+# --- the CLI as a user types it ------------------------------------------------------------------------
+def test_run_on_gateway_instances_is_the_same_whatever_the_workers(tmp_path):
+    from tests.helpers import simlab
+
+    tables = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        simlab("run", ROOT / "scenarios" / "gateway-restarts.toml", "--policy", "adaptive", "--replications", "2",
+               "--workers", workers, "--tasks", "none", "--out", out, "--quiet")
+        tables.append((out / "summary.csv").read_text())
+    assert tables[0] == tables[1]
+    header = tables[0].splitlines()[0].split(",")
+    assert {"backend_peak_in_flight", "time_above_cap_ms", "lost", "duplicated"} <= set(header)
+
+
+def test_a_bad_gateway_field_exits_2_naming_it(tmp_path):
+    from tests.helpers import simlab
+
+    text = (ROOT / "scenarios" / "many-gateways.toml").read_text().replace('limiter = "local"', 'limiter = "redis"')
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    proc = simlab("run", bad, "--out", tmp_path / "out", check=False)
+    assert proc.returncode == 2
+    assert "gateway.limiter" in proc.stderr and "Traceback" not in proc.stderr

@@ -30,7 +30,8 @@ And its queued tasks (waiting in its policy, or for a grant) by `queue`:
 - "memory": `lost`; with `client_retry_ms` their clients send them again that long after the crash, through the
   balancer (`resubmitted`); without, they end "failed".
 - "persistent": kept, and submitted to the restarted instance in their order (after the redelivered ones).
-A task sent while no instance is up waits for the first restart (the balancer has nowhere to send it).
+A task sent while no instance is up waits for the first restart (the balancer has nowhere to send it). Counts are
+of events: a task lost by two crashes counts twice in `lost` (and in `resubmitted` if sent again both times).
 
 Time above the cap: how long the backend held more tasks in service than `maxConcurrency` (one instance's cap).
 """
@@ -84,7 +85,7 @@ class Gateway:
         # what the shared limit enforces: the policy's own hard cap (none for unscheduled: nothing to share)
         self.limit = None if options.policy == "unscheduled" else options.max_concurrency
         if options.evicts:
-            raise InputError(None, "gateway", "evict (stopping running tasks) is not modelled across gateway "
+            raise InputError(engine.scenario.path, "gateway", "evict (stopping running tasks) is not modelled across gateway "
                              "instances: drop evict from the options or [gateway]")
         self.instance_options = split_options(options, n) if c.limiter == "split" else options
         self.shared = c.limiter == "shared" and self.limit is not None
