@@ -33,12 +33,14 @@ def main(out: Path) -> None:
         name = "instances" if delay == 0 else f"instances-delay-{delay:g}ms"
         atomic_write_text(out / f"{name}.csv", csv_text(rows, list(rows[0])))
         if delay == 0:
-            print(*instances_figure(points, out, many.name, POLICY), sep="\n")
+            print(instances_figure(points, out, many.name, POLICY)[0])
     restarts = load_scenario(ROOT / "scenarios" / "gateway-restarts.toml")
     points = restart_sweep(restarts, POLICY, SEEDS)
     rows = as_rows(points)
     atomic_write_text(out / "restarts.csv", csv_text(rows, list(rows[0])))
-    print(*restarts_figure(points, out, restarts.name, POLICY), sep="\n")
+    print(restarts_figure(points, out, restarts.name, POLICY)[0])
+    for svg in out.glob("*.svg"):
+        svg.unlink()  # the PNGs are what the docs show; the SVGs (same drawing) are not kept
     print(out / "instances.csv", out / "restarts.csv", sep="\n")
 
 

@@ -200,3 +200,20 @@ def test_a_bad_gateway_field_exits_2_naming_it(tmp_path):
     proc = simlab("run", bad, "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2
     assert "gateway.limiter" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_sweeps_and_their_figures(tmp_path):
+    from simlab.experiments.gateways import RESTART_POLICIES, instances_sweep, restart_sweep
+    from simlab.reporting.figures.gateway import instances_figure, restarts_figure
+
+    s = scenario_from_dict(_crash_world())
+    points = instances_sweep(s, "priority", [1, 2], instances=(1, 2), limiters=("local", "shared"))
+    by = {(p.limiter, p.instances): p for p in points}
+    assert by[("local", 2)].backend_peak_in_flight == 2 > by[("shared", 2)].backend_peak_in_flight == 1
+    assert by[("local", 1)].time_above_cap_ms == 0 and by[("local", 2)].time_above_cap_ms > 0
+    restarts = restart_sweep(s, "priority", [1])
+    assert [p.restart_policy for p in restarts] == list(RESTART_POLICIES)
+    assert [(p.lost, p.resubmitted, p.abandoned, p.redelivered, p.duplicated) for p in restarts] == [
+        (2, 0, 1, 0, 0), (2, 2, 1, 0, 0), (0, 0, 1, 0, 0), (0, 0, 0, 1, 1), (0, 0, 0, 1, 0)]
+    assert instances_figure(points, tmp_path, s.name, "priority")[0].stat().st_size > 10_000
+    assert restarts_figure(restarts, tmp_path, s.name, "priority")[0].stat().st_size > 10_000

@@ -18,13 +18,14 @@ CAPTIONS = {
                          "gateway instances: each instance with its own counts (local), the caps divided by N (split), "
                          "or one limit in Redis (shared). The line across is one instance's maxConcurrency.",
     "gateway-restarts": "Work a crash loses or duplicates under each restart policy (mean per run): queued tasks lost "
-                        "and sent again by their clients, running tasks abandoned, and tasks delivered again and run "
-                        "twice.",
+                        "and sent again by their clients, running tasks abandoned, and running tasks delivered again, "
+                        "counted as run twice unless idempotent.",
 }
 LIMITER_COLORS = {"local": "#D55E00", "split": "#0072B2", "shared": "#009E73"}
 LIMITER_MARKERS = {"local": "X", "split": "s", "shared": "o"}
 RESTART_BARS = (("lost", "lost (queued)", "#D55E00"), ("resubmitted", "sent again by clients", "#E69F00"),
-                ("abandoned", "abandoned (running)", "#CC79A7"), ("duplicated", "run twice", "#0072B2"))
+                ("abandoned", "abandoned (running)", "#CC79A7"), ("redelivered", "delivered again", "#56B4E9"),
+                ("duplicated", "run twice (not idempotent)", "#0072B2"))
 
 
 def instances_figure(points, directory: Path, scenario: str, policy: str) -> list[Path]:
