@@ -3,7 +3,7 @@
 number of gateway instances for each limiter (scenarios/many-gateways.toml), and lost and duplicated work per
 restart policy (scenarios/gateway-restarts.toml). Deterministic: the same numbers on every rerun.
 
-    .venv/bin/python scripts/gateway-figures.py [OUT]        # default OUT: results/gateways
+    .venv/bin/python scripts/gateway-figures.py [OUT]        # default OUT: docs/many-instances
 """
 
 from __future__ import annotations
@@ -45,4 +45,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "gateways")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "many-instances")
