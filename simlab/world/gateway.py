@@ -117,7 +117,6 @@ class Gateway:
         self.changed_at = 0.0
         self.counts = dict(crashes=0, lost=0, resubmitted=0, abandoned=0, redelivered=0, duplicated=0)
         self.wasted_ms = 0.0
-        self.granted_log = None  # a list of (time, instance, leased after) per grant, when a test sets one
 
     def _policy(self):
         return make_policy(self.instance_options, self.clock, self.observe)
@@ -305,8 +304,6 @@ class Gateway:
         self.leased_batch += batch
         self._note(inst.number, 1, batch)
         self._sent(inst, task)
-        if self.granted_log is not None:
-            self.granted_log.append((self.clock(), inst.number, self.leased))
 
     def _note(self, number: int, d_total: int, d_batch: int) -> None:
         if self.delay > 0:
