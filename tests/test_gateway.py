@@ -31,7 +31,7 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
 def test_one_instance_reproduces_the_single_gateway_for_every_limiter(path, monkeypatch):
-    s = load_scenario(path)
+    s = load_scenario(path).model_copy(update={"gateway": None})  # the gateway scenarios: as one plain gateway
     plain = {p: simulate(s, s.options(p), 1) for p in s.experiment.policies}
     # the gateway layer itself, not the engine's shortcut around it
     monkeypatch.setattr(scenario_module.Gateway, "plain", property(lambda self: False))
