@@ -33,3 +33,5 @@ run bench-1h 2 --no-frontier "$@"  # the performance scenario: a static-cap swee
 run real-engine 2 "$@"
 run gpu-kv-pressure 3 --no-frontier "$@"  # KV cache and engine scheduling: the static-cap sweep is docs/kv-cache-backend.md's
 run gpu-kv-pressure-priority 3 --no-frontier "$@"
+run many-gateways 3 --no-frontier "$@"  # gateway instances (docs/many-instances.md): the static-cap sweep is not the point
+run gateway-restarts 3 --no-frontier "$@"

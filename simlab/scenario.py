@@ -273,6 +273,59 @@ class Backend(Strict):
         return self.kind == "continuous-batching" and (self.kv_cache_tokens is not None or self.scheduling == "priority")
 
 
+# --- gateway instances (simlab/world/gateway.py) ------------------------------------------------
+class Gateway(Strict):
+    """N gateway instances in front of one backend, each running the policy (issue 24), and their restarts.
+
+    limiter "local": each instance has the full options and its own counts; "split": the caps divided by N;
+    "shared": one global limit that each instance sees `shared_delay_ms` late, every slot a lease of `lease_ms`.
+    Crashes: at `crash_at_ms` (instance i = k mod N for the k-th time) or every `mtbf_ms` on average per instance
+    (exponential, seeded); an instance is down `restart_ms`. `queue`: what it had queued is lost ("memory", its
+    clients send it again after `client_retry_ms` if given) or kept for its restart ("persistent"). `delivery`:
+    its running tasks are abandoned ("at-most-once", their work wasted) or sent again ("at-least-once"), counted
+    as duplicates unless `idempotent`."""
+
+    instances: int = Field(default=1, ge=1, le=1024)
+    balancer: Literal["round-robin", "random", "least-loaded"] = "round-robin"
+    limiter: Literal["local", "split", "shared"] = "local"
+    shared_delay_ms: float = Field(default=0.0, ge=0)
+    lease_ms: float = Field(default=5000.0, gt=0)
+    crash_at_ms: list[float] = []
+    mtbf_ms: float | None = Field(default=None, gt=0)
+    restart_ms: float = Field(default=0.0, ge=0)
+    queue: Literal["memory", "persistent"] = "memory"
+    client_retry_ms: float | None = Field(default=None, ge=0)
+    delivery: Literal["at-most-once", "at-least-once"] = "at-most-once"
+    idempotent: bool = False
+
+    @model_validator(mode="after")
+    def _crashes(self):
+        bad = [t for t in self.crash_at_ms if t < 0]
+        if bad:
+            raise ValueError(f"crash_at_ms: {bad[0]} is negative (expected milliseconds >= 0)")
+        if self.crash_at_ms != sorted(self.crash_at_ms):
+            raise ValueError("crash_at_ms: times must be in increasing order")
+        if self.crash_at_ms and self.mtbf_ms is not None:
+            raise ValueError("crash_at_ms, mtbf_ms: give crash times or a mean time between failures, not both")
+        if self.delivery == "at-least-once" and self.queue != "persistent":
+            raise ValueError('delivery: "at-least-once" delivers again from a persistent queue: set queue = "persistent"')
+        if self.client_retry_ms is not None and self.queue != "memory":
+            raise ValueError('client_retry_ms: clients send again what a crash lost, and queue = "persistent" loses '
+                             'nothing: drop client_retry_ms or set queue = "memory"')
+        if self.idempotent and self.delivery != "at-least-once":
+            raise ValueError('idempotent: only tasks delivered again can run twice: set delivery = "at-least-once"')
+        return self
+
+    @property
+    def crashes(self) -> bool:
+        return bool(self.crash_at_ms) or self.mtbf_ms is not None
+
+    @property
+    def plain(self) -> bool:
+        """One instance that never fails: the single gateway of every other run (no gateway layer at all)."""
+        return self.instances == 1 and not self.crashes
+
+
 # --- experiments and tuning -------------------------------------------------------------------
 class Experiment(Strict):
     seed: int = Field(default=1, ge=0)
@@ -422,6 +475,7 @@ class Scenario(Strict):
     tune: Tune = Tune()
     decision: Decision = Decision()
     conditions: Conditions = Conditions()
+    gateway: Gateway | None = None  # absent: one gateway that never fails
 
     # set by load_scenario
     path: Path | None = Field(default=None, exclude=True)
@@ -483,7 +537,7 @@ def _all_field_names(model, seen=None) -> set[str]:
         names.add(field.alias or name)
     for cls in (Constant, Exponential, Lognormal, Uniform, Empirical, Poisson, Piecewise, Diurnal, Burst,
                 ClosedLoop, Trace, Resampled, Workload, TokenTime, StepTime, Retry, Backend, Experiment, Criteria, Tune, Decision,
-                Conditions, Scenario):
+                Conditions, Gateway, Scenario):
         if cls not in seen:
             seen.add(cls)
             names |= {f.alias or n for n, f in cls.model_fields.items()}
@@ -587,6 +641,11 @@ def _check_semantics(s: Scenario) -> None:
     """Cross-field rules pydantic cannot see: files exist, tokens where the backend needs them."""
     if s.scheduler:
         s.options()  # validates [scheduler] (camelCase production options)
+    if s.gateway is not None and s.gateway.crashes:
+        timed = next((i for i, w in enumerate(s.workload) if w.timeout_ms is not None), None)
+        if timed is not None:
+            raise InputError(s.path, "gateway", f"crashes (crash_at_ms, mtbf_ms) together with workload[{timed}]."
+                             "timeout_ms are not modelled: a task would be both retried and resubmitted")
     _check_sizes(s)
     if s.decision.batch_deadline_share is not None and not any(w.deadline_ms is not None for w in s.workload):
         raise InputError(s.path, "decision.batch_deadline_share", "no batch workload has deadline_ms: there is no "

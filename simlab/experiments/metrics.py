@@ -46,14 +46,31 @@ LIFECYCLE_COLUMNS = (
     "timeouts",  # attempts stopped by their workload's timeout_ms
     "evictions",  # attempts stopped by the policy (evict = "newest")
 )
+# Gateway instances and their crashes ([gateway], simlab/world/gateway.py): in a run's row only when its scenario has
+# more than one instance or crashes. `global_cap` is maxConcurrency (one instance's), `time_above_cap_ms` how long
+# the backend held more than it; lost/resubmitted: queued work a crash lost and clients sent again; abandoned:
+# running work a crash stopped for good; redelivered/duplicated: running work sent again, and not idempotent.
+GATEWAY_COLUMNS = (
+    "gateway_instances",
+    "global_cap",
+    "backend_peak_in_flight",
+    "time_above_cap_ms",
+    "crashes",
+    "lost",
+    "resubmitted",
+    "abandoned",
+    "redelivered",
+    "duplicated",
+    "abandoned_work_ms",
+)
 LIFECYCLE_FILL = {"batch_deadline_share": math.nan, "wasted_tokens": 0, "wasted_ms": 0.0, "timeouts": 0, "evictions": 0}
 
 
 def metric_columns(rows) -> list[str]:
     """The summary columns of these rows: SUMMARY_COLUMNS, then the engine's columns (ENGINE_COLUMNS) and the
-    lifecycle ones (LIFECYCLE_COLUMNS) when any row has them."""
+    lifecycle ones (LIFECYCLE_COLUMNS) and the gateway's (GATEWAY_COLUMNS) when any row has them."""
     out = list(SUMMARY_COLUMNS)
-    for group in (ENGINE_COLUMNS, LIFECYCLE_COLUMNS):
+    for group in (ENGINE_COLUMNS, LIFECYCLE_COLUMNS, GATEWAY_COLUMNS):
         if any(group[0] in r for r in rows):
             out += group
     return out
@@ -307,6 +324,7 @@ def summarize(result: SimResult, slo_p95_ms: float, slo_bin_ms: float = 10_000.0
     take("dispatch_ms"), take("end_ms")
     row["max_in_flight"] = max_concurrent(dispatch, end, in_place=consume)
     row.update(lifecycle_row)
+    row.update(result.gateway)  # empty without gateway instances
     stats = result.backend_stats
     if ENGINE_COLUMNS[0] in stats:  # no KV cache: its two columns are NaN
         row.update({c: math.nan if stats[c] is None else stats[c] for c in ENGINE_COLUMNS})

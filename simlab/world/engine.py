@@ -20,6 +20,7 @@ from simlab.policies import SchedulerOptions, Task, make_policy
 from simlab.policies.base import BATCH, INTERACTIVE
 from simlab.scenario import ClosedLoop, Scenario
 from simlab.world.backends import make_backend
+from simlab.world.gateway import Gateway
 from simlab.world.events import NORMAL, URGENT, Fire, run_until
 from simlab.world.lifecycle import Lifecycle, workload_limits
 from simlab.world.tasktable import Arrivals, LifecycleRecorder, Recorder, TaskTable
@@ -58,6 +59,8 @@ class SimResult:
     # batch lifecycle (simlab/world/lifecycle.py): timeouts, evictions, timeout_retries; empty when the run had
     # no timeout, no eviction and no deadline
     counters: dict = field(default_factory=dict)
+    # gateway instances and crashes (simlab/world/gateway.py): empty without a [gateway] beyond one plain instance
+    gateway: dict = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[Task]:
@@ -75,7 +78,13 @@ class Engine:
         self.seed = seed
         self.env = env = simpy.Environment()
         self.backend = make_backend(scenario.backend, env, self._done, stream(seed, BACKEND_STREAM), scenario)
-        self.policy = make_policy(options, lambda: env._now, self.backend.observe)
+        gateway = scenario.gateway
+        if gateway is None or gateway.plain:  # one gateway that never fails: the plain policy, nothing between
+            self.policy = make_policy(options, lambda: env._now, self.backend.observe)
+            self._gateway = None
+        else:
+            self.policy = self._gateway = Gateway(gateway, options, lambda: env._now, self.backend.observe, seed, self,
+                                                  stream)
         limits, deadlines = workload_limits(scenario)
         self._lifecycle = Lifecycle(self, limits) if limits or self.policy.may_stop() else None
         self._owned = workload is None  # drawn here: columns may be dropped when no longer needed
@@ -202,6 +211,15 @@ class Engine:
                 dispatch(t)
         if self._may_wake:
             self._schedule_wake()
+        if waiter is not None and isinstance(waiter, Event):
+            waiter.succeed(task)
+
+    def _end_here(self, task: Task) -> None:
+        """A task that ends outside the backend and the policy (its gateway instance crashed): recorded, its caller
+        told. Not dispatched again, so not in flight."""
+        self._in_flight.pop(task.index, None)
+        self._record(task)
+        waiter = task.payload
         if waiter is not None and isinstance(waiter, Event):
             waiter.succeed(task)
 
@@ -367,6 +385,7 @@ class Engine:
             options=self.options.to_json_dict(),
             backend_stats=stats,
             counters=counters,
+            gateway=self._gateway.stats(env.now) if self._gateway is not None else {},
         )
 
 

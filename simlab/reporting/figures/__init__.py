@@ -8,7 +8,7 @@ import importlib
 from pathlib import Path
 
 # The modules whose CAPTIONS name figures (imported when a caption is asked for: matplotlib is not light).
-MODULES = ("ab", "decision", "tune", "knee", "fit", "gpu")
+MODULES = ("ab", "decision", "tune", "knee", "fit", "gpu", "gateway")
 
 
 def caption(path: Path) -> str:
