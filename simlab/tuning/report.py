@@ -17,7 +17,7 @@ from simlab.tuning.validation import completed, feasible, holdout_seeds
 
 
 def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
-    keys = list(ctx.space.bounds)
+    keys = [*ctx.space.bounds, *ctx.space.choices]
     rows = []
     slots = trials_by_slot(study)
     joined = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("origin") == "joined"]
