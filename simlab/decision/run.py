@@ -1,10 +1,11 @@
-"""`run_decide`: deploy the adaptive scheduler or not, and with which options; one DecideRecord.
+"""`run_decide`: which scheduler to deploy, and with which options; one DecideRecord.
 
-1. Tune (optional) on the search traffic: the scenario's first `[conditions] search` conditions x search seeds.
-2. Race every static cap the backend can run, the production defaults, tuning's candidates and the baselines on
+1. Tune (optional) every policy family (simlab/decision/families.py) with the same number of trials on the same
+   search traffic: the scenario's first `[conditions] search` conditions x search seeds.
+2. Race every static cap the backend can run, each family's defaults, tuning's candidates and the baselines on
    the selection units: held-out conditions x held-out seeds (simlab/decision/racing.py), until the rule's
    answer is settled or the budget (--replications seeds per condition) is spent.
-3. Confirm: the choice, its tie set, the reference, and the best static and adaptive arms on fresh confirmation
+3. Confirm: the choice, its tie set, the reference, and the best arm of every family on fresh confirmation
    units (the same held-out conditions, new seeds) that played no part in choosing. The reported P95,
    throughput and margins are these; no arm may dominate the choice on them (Holm), pooled or on any condition
    where it is not itself dominated elsewhere; the choice must not be shown to miss the constraint.

@@ -83,7 +83,7 @@ def families_table(r) -> Table | None:
         mine = sorted((a for a in r.selection if a.family == family), key=_order)
         best = min(mine, key=lambda a: (a.label != r.choice, a.feasible == "no", STANDING_RANK.get(a.tie, 4)))
         t = searched.get(family)
-        trials = Cell(f"{t.trials}", f"{t.complete} complete, {t.feasible} feasible") if t else Cell("–", "not tuned")
+        trials = Cell(f"{t.trials}", f"({t.complete} complete, {t.feasible} feasible)") if t else Cell("–", "not tuned")
         confirmed = [a.label for a in r.confirmation if a.family == family]
         rows.append([Cell(family), trials, Cell(", ".join(a.label for a in mine)),
                      Cell("chosen", status=PASS) if best.label == r.choice else standing_cell(best),

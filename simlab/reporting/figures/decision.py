@@ -140,9 +140,8 @@ def draw_frontier(d: FrontierData):
                     zorder=4 if p.chosen else 3)
         if p.tie:
             ax.plot([p.p95[0]], [p.throughput[0]], "o", mfc="none", mec=style.INK, ms=20, mew=1.6, zorder=5)
-    for p in _labelled(shown, statics):
-        ax.annotate(f"cap {p.cap}" if p.family == "static" else p.label, (p.p95[0], p.throughput[0]),
-                    textcoords="offset points", xytext=(8, 8), fontsize=13)
+    for (x, y), names in _labels(_labelled(shown, statics)).items():
+        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(8, 8), fontsize=13)
     if d.required is not None:
         ax.axhline(d.required, color=style.INK, ls="--", lw=1.8, label=f"required: {d.required:,.0f} jobs/min")
     ax.set_xlabel("interactive P95 (ms), mean with 95% CI")
@@ -160,6 +159,16 @@ def draw_frontier(d: FrontierData):
     ax.legend(loc="best", fontsize=12)
     style.title(fig, f"{d.scenario}: the static frontier and every arm (selection units)")
     return fig
+
+
+def _labels(points: list[Point]) -> dict[tuple[float, float], list[str]]:
+    """One annotation per position: arms that measured the same (e.g. a gate that behaves as a static cap)
+    share it, one name a line, instead of printing over each other."""
+    out: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        name = f"cap {p.cap}" if p.family == "static" else p.label
+        out.setdefault((p.p95[0], p.throughput[0]), []).append(name)
+    return out
 
 
 def _labelled(shown: list[Point], statics: list[Point]) -> list[Point]:
