@@ -67,7 +67,12 @@ def tiny(tmp_path_factory):
 def test_the_adaptive_space_is_the_one_simlab_tune_searches(tiny):
     s = load_scenario(tiny)
     base = s.options("adaptive")
-    assert family_space("adaptive", s, base) == build_space(s, base)
+    space = family_space("adaptive", s, base)
+    assert space == build_space(s, base) and space.family == "adaptive" and not space.choices
+    assert space.bounds == {"interactiveRpsThreshold": (0.5, 200.0), "interactiveP95LatencyMs": (20.0, 2000.0),
+                            "windowMs": (1000.0, 60_000.0), "smoothingAlpha": (0.05, 1.0),
+                            "batchMaxConcurrency": (1, 3), "batchMinConcurrency": (1, 3)}
+    assert space.below == (("batchMinConcurrency", "batchMaxConcurrency", 0.0),)
 
 
 @pytest.mark.parametrize("family", ["holdback", "aimd", "gradient2"])
@@ -160,6 +165,22 @@ def test_adaptive_alone_gives_the_arms_decide_always_compared(tiny):
     base = s.options("adaptive")
     labels = [a.label for a in decide_specs(base, s, [], ("adaptive",))]
     assert labels == ["static-1", "static-2", "static-3", "adaptive-defaults", "priority", "unscheduled"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(chosen=st.sets(st.sampled_from(TUNED), min_size=1))
+def test_the_arms_are_the_chosen_families_and_the_static_frontier(chosen):
+    """Whatever families are chosen: each has its defaults arm, no other family has an arm, every static cap is
+    there, and no configuration runs twice."""
+    s = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
+    base = s.options("adaptive")
+    families = tuple(f for f in TUNED if f in chosen)
+    specs = decide_specs(base, s, [], families)
+    deployable = {a.family for a in specs} - {"static", "baseline"}
+    assert deployable == set(families)
+    assert {a.label for a in specs if a.family in TUNED} == {f"{f}-defaults" for f in families}
+    assert [a.cap for a in specs if a.family == "static"] == [1, 2, 3]
+    assert len({json.dumps(a.options.to_json_dict(), sort_keys=True) for a in specs}) == len(specs)
 
 
 def test_engine_priority_on_a_backend_without_it_names_the_setting(tiny, tmp_path):
