@@ -419,6 +419,7 @@ class TuneRecord:
     pick: str | None = None  # the validated configuration chosen ("best", "pareto-N")
     trial_points: list[TrialPoint] = field(default_factory=list)
     importances: dict[str, float] = field(default_factory=dict)  # Optuna's importance of each option (PED-ANOVA)
+    family: str = "adaptive"  # the policy searched: adaptive, or a gateway gate (inside `simlab decide`)
 
     @property
     def metric(self) -> str:

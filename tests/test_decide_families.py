@@ -233,6 +233,7 @@ def test_decide_ranks_every_family_after_equal_budgets(decided):
                 for folder in ("tune", "tune-holdback", "tune-aimd", "tune-gradient2")]
     assert len({json.dumps([s["seeds"], s["search_conditions"]]) for s in searches}) == 1
     assert {s["trials"] for s in searches} == {2}
+    assert [s["family"] for s in searches] == list(TUNED)
     # each family's best arm is judged on the same confirmation units as the choice
     assert set(TUNED) <= {a.family for a in rec.confirmation}
     assert {a.units for a in rec.confirmation} == {len(rec.confirmation_units)} == {2}

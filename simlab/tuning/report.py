@@ -120,6 +120,7 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         pick=pick["config"] if pick is not None else None,
         trial_points=trial_points(ctx, study),
         importances=importances(ctx, study, done),
+        family=ctx.space.family,
     )
 
 
