@@ -261,3 +261,14 @@ def test_the_answer_says_which_gateway_an_exported_gate_is_for():
     engine = SimpleNamespace(family=ENGINE, label=ENGINE, cap=None)
     assert "--scheduling-policy priority" in words.family_choice_text(engine)
     assert words.options_for_text(SimpleNamespace(family="static")) == "for the production scheduler"
+
+
+def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
+    """Each family's search proposes in seeded batches: --workers 2 gives the same arms, numbers and choice."""
+    _, out = decided
+    other = tiny.parent / "out-2"
+    proc = simlab("decide", tiny.parent / "settles.toml", "--trials", "2", "--replications", "4", "--out", other,
+                  "--quiet", "--workers", "2", check=False)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("frontier.csv", "confirmation.csv", "best-options.json"):
+        assert (other / name).read_bytes() == (out / name).read_bytes(), name
