@@ -72,7 +72,8 @@ def ab(scenario, *, policies=None, seed: int | None = None, replications: int | 
 def decide(scenario, *, trials: int | None = None, replications: int | None = None, options=None,
            out: str | Path | None = None, workers: int = 1, exhaustive: bool = False, figures: bool = False,
            progress: bool = False):
-    """`simlab decide`: tune, race on held-out traffic, confirm on fresh seeds; returns the DecideRecord and writes
+    """`simlab decide`: tune every family ([decision] families) with `trials` trials each, race on held-out
+    traffic, confirm on fresh seeds; returns the DecideRecord and writes
     its folder (default results/SCENARIO/decide, as the command): result.json, the CSV tables, report.md and,
     when the answer is exported, best-options.json."""
     from simlab.decision import files

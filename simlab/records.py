@@ -419,6 +419,7 @@ class TuneRecord:
     pick: str | None = None  # the validated configuration chosen ("best", "pareto-N")
     trial_points: list[TrialPoint] = field(default_factory=list)
     importances: dict[str, float] = field(default_factory=dict)  # Optuna's importance of each option (PED-ANOVA)
+    family: str = "adaptive"  # the policy searched: adaptive, or a gateway gate (inside `simlab decide`)
 
     @property
     def metric(self) -> str:
@@ -925,12 +926,25 @@ class ConditionCheck:
 
 
 @dataclass
-class TuningSummary:
-    """The search `decide` ran (its folder: tune/): what it proposed, never exported on its own."""
-    trials: int
+class FamilyTuning:
+    """One family's search inside `decide` (its folder: tune/ for adaptive, tune-<family>/ for a gate)."""
+    family: str  # adaptive | holdback | aimd | gradient2
+    trials: int  # trials in its study
     complete: int
     feasible: int
+    candidates: list[str]  # labels of its tuned arms added
+
+
+@dataclass
+class TuningSummary:
+    """The searches `decide` ran: what they proposed, never exported on their own. Every family gets the same
+    budget: `trials_per_family` trials on the same search units with the same sampler seed."""
+    trials: int  # trials per family (one family: its study's trials)
+    complete: int  # over every family
+    feasible: int
     candidates: list[str]  # labels of the tuned arms added (none when tuning found nothing new)
+    families: list[FamilyTuning] = field(default_factory=list)  # in the order they were tuned
+    trials_per_family: int | None = None  # the budget each family got ([decision] trials or --trials)
 
 
 @register

@@ -394,6 +394,11 @@ class Tune(Strict):
         return self
 
 
+# The families `decide` can rank: the article's adaptive cap, the industry's gateway gates, and engine priority
+# (no gateway cap; the engine schedules interactive first: a KV backend with scheduling = "priority").
+Family = Literal["adaptive", "holdback", "aimd", "gradient2", "engine-priority"]
+
+
 class Decision(Strict):
     """How `ab` and `decide` turn measurements into one recommendation (simlab/decision/rule.py, docs/decision.md).
 
@@ -421,6 +426,16 @@ class Decision(Strict):
     confirm_seeds: int | None = Field(default=None, ge=2)  # fresh seeds per held-out condition (default: 10 units
     # or more, at least 3 seeds per condition) for the reported numbers
     confirm_first_seed: int = Field(default=200_000, ge=0)
+    # the policy families `decide` tunes (each with `trials` trials on the same search units) and ranks beside the
+    # static frontier; None: every family the scenario can run (simlab/decision/families.py)
+    families: list[Family] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _families_once(self):
+        twice = [f for i, f in enumerate(self.families or []) if f in self.families[:i]]
+        if twice:
+            raise ValueError(f"families: {twice[0]} is given twice")
+        return self
 
 
 class Conditions(Strict):

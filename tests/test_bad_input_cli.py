@@ -215,6 +215,7 @@ def test_decide_with_zero_trials_still_skips_tuning(files, tmp_path):
     assert proc.returncode == record["exit_code"] and record["tuning"] is None
     assert not (tmp_path / "d" / "tune").exists()  # no study was started
     assert "Tuning: not tuned (--trials 0)" in (tmp_path / "d" / "report.md").read_text()
+    assert not any(tmp_path.joinpath("d").glob("tune-*"))  # no family was searched either
     assert not (tmp_path / "d" / "tune").exists()
 
 

@@ -261,7 +261,7 @@ def decided(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("decide")
     scen = tmp / "tiny.toml"
-    scen.write_text(SMALL)
+    scen.write_text(SMALL + '\n[decision]\nfamilies = ["adaptive"]\n')  # the adaptive cap alone: as it always was
     proc = simlab("decide", scen, "--out", tmp / "out", "--quiet", check=False)
     return proc, tmp / "out"
 

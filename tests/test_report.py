@@ -282,7 +282,7 @@ def assert_input_error(proc, *needles):
 
 def test_a_folder_that_does_not_exist(tmp_path):
     proc = simlab("report", tmp_path / "nope", check=False)
-    assert_input_error(proc, "nope", "no such folder", "simlab ab", "result.json")
+    assert_input_error(proc, "nope", "no such folder", "simlab decide, ab, tune", "result.json")
     assert not (tmp_path / "report.html").exists()
 
 

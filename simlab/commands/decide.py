@@ -11,10 +11,11 @@ from simlab.errors import InputError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("decide", help="tune, race every static cap and adaptive arm on held-out traffic, confirm on "
-                       "fresh seeds -> one answer and best-options.json")
+    p = sub.add_parser("decide", help="tune every policy family equally, race them and every static cap on held-out "
+                       "traffic, confirm on fresh seeds -> one answer and best-options.json")
     p.add_argument("scenario", help="scenario TOML file; [conditions] sets the traffic family, [decision] the rule")
-    p.add_argument("--trials", type=int, help="tuning trials (default: [decision] trials, 20); 0 skips tuning")
+    p.add_argument("--trials", type=int, help="tuning trials per family, the same for each (default: [decision] trials, "
+                   "20); 0 skips tuning")
     p.add_argument("--replications", type=int,
                    help="at most this many selection seeds per held-out condition (default: [tune] holdout_seeds)")
     p.add_argument("--exhaustive", action="store_true",

@@ -21,7 +21,8 @@ from simlab.records import DecideRecord, Interval, Round, Unit
 from simlab.world.conditions import Condition
 
 DECISION_FILE = "decision.json"
-FAMILY = {"adaptive": "adaptive", "static": "static"}
+# the deployable families, as decide judges them (simlab/decision/families.py); the rest are baselines
+FAMILY = {p: p for p in ("adaptive", "static", "holdback", "aimd", "gradient2")}
 
 
 def ab_decision(scenario, options, result, out: Path | None, workers: int = 1, progress: bool = True,

@@ -39,7 +39,8 @@ class Arm:
     options: dict  # the production SchedulerOptions (camelCase) that reproduce it; simlab's options for baselines
     p95: np.ndarray
     throughput: np.ndarray
-    family: str = "adaptive"  # static | adaptive | baseline (priority, unscheduled: not deployable as options)
+    family: str = "adaptive"  # static | adaptive | holdback | aimd | gradient2 | engine-priority | baseline
+    # (baselines: priority, unscheduled; measured for the record, not deployable)
     cap: int | None = None  # the batch cap of a static arm
     deadline_share: np.ndarray | None = None  # per unit: batch jobs done by their deadline (None: not measured)
 
@@ -59,7 +60,7 @@ class Arm:
 
     @property
     def deployable(self) -> bool:
-        return self.family in ("static", "adaptive")
+        return self.family not in ("baseline", "bound")
 
     @property
     def measured(self) -> int:

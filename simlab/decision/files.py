@@ -31,6 +31,20 @@ def arm_rows(r: DecideRecord, confirmation: bool) -> list[dict]:
     return rows
 
 
+def decide_rows(r: DecideRecord, confirmation: bool) -> tuple[list[dict], list[str]]:
+    """decide's arm rows: ab's columns and, when decide tuned, the trials its family's search got (the equal
+    budget, per arm; blank for the static caps, engine priority and the baselines) when it tuned more than one
+    family (the adaptive cap alone writes the columns it always wrote)."""
+    rows = arm_rows(r, confirmation)
+    if r.tuning is None or len(r.tuning.families) < 2:
+        return rows, list(ARM_COLUMNS)
+    trials = {f.family: f.trials for f in r.tuning.families}
+    for row in rows:
+        row["tuning_trials"] = trials.get(row["family"])
+    at = ARM_COLUMNS.index("units") + 1
+    return rows, [*ARM_COLUMNS[:at], "tuning_trials", *ARM_COLUMNS[at:]]
+
+
 def write_ab(r: DecideRecord, out: Path) -> None:
     """The frontier verdict inside an A/B folder: decision.json (the record) and frontier.csv."""
     out = Path(out)
@@ -46,9 +60,9 @@ def write(r: DecideRecord, out: Path) -> Path | None:
     save(r, out)
     for old in ("answer.json", "decision.json", "candidate-options-NOT-VALIDATED.json"):
         (out / old).unlink(missing_ok=True)  # written by simlab before the DecideRecord
-    atomic_write_text(out / "frontier.csv", csv_text(arm_rows(r, False), ARM_COLUMNS))
+    atomic_write_text(out / "frontier.csv", csv_text(*decide_rows(r, False)))
     if r.confirmation:
-        atomic_write_text(out / "confirmation.csv", csv_text(arm_rows(r, True), ARM_COLUMNS))
+        atomic_write_text(out / "confirmation.csv", csv_text(*decide_rows(r, True)))
     if r.per_condition:
         rows = [{"condition": c.condition, "units": c.units, "p95_mean": c.p95.mean, "p95_ci_low": c.p95.ci_low,
                  "p95_ci_high": c.p95.ci_high, "throughput_mean": c.throughput.mean,

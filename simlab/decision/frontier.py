@@ -133,13 +133,18 @@ def reference_label(rule, base: SchedulerOptions, adaptive: str = "adaptive-defa
     return adaptive if rule.reference == "adaptive" else rule.reference
 
 
-def decide_specs(base: SchedulerOptions, scenario: Scenario, tuned: list[tuple[str, SchedulerOptions]]) -> list[ArmSpec]:
-    """Every arm `decide` compares: the frontier, the production defaults, tuning's candidates (dropped when they
-    are an arm already there), the baselines."""
-    specs = frontier_specs(base, scenario) + [ArmSpec("adaptive-defaults", base.with_changes(policy="adaptive"),
-                                                      "adaptive")]
-    for label, options in tuned:
-        specs.append(ArmSpec(label, options, "adaptive"))
+def decide_specs(base: SchedulerOptions, scenario: Scenario, tuned: list[tuple[str, SchedulerOptions, str]],
+                 families: tuple[str, ...] = ("adaptive",)) -> list[ArmSpec]:
+    """Every arm `decide` compares: the frontier, each family's defaults, tuning's candidates (label, options,
+    family; dropped when they are an arm already there), engine priority where the engine has it, the baselines.
+    On a priority engine the `unscheduled` baseline is the engine-priority arm itself (the first label wins)."""
+    from simlab.decision.families import ENGINE, TUNED, defaults_label
+
+    specs = frontier_specs(base, scenario)
+    specs += [ArmSpec(defaults_label(f), base.with_changes(policy=f), f) for f in families if f in TUNED]
+    specs += [ArmSpec(label, options, family) for label, options, family in tuned]
+    if ENGINE in families:
+        specs.append(ArmSpec(ENGINE, base.with_changes(policy="unscheduled"), ENGINE))
     specs += [ArmSpec("priority", base.with_changes(policy="priority"), "baseline"),
               ArmSpec("unscheduled", base.with_changes(policy="unscheduled"), "baseline")]
     return unique(specs)

@@ -10,8 +10,8 @@ Rule "constrained" (the default), on the scenario's [decision] table:
    ("equivalent") and those the units cannot yet tell apart ("undecided").
 3. Within the tie set, the arm with the highest mean throughput; the arms not shown below it by more than
    throughput_margin tie on throughput too.
-4. The pick: the simplest of those (static before adaptive, fewer options changed from production, rounder
-   values), then the highest throughput, then the lowest P95.
+4. The pick: the simplest of those (static before adaptive before the other families, fewer options changed
+   from production, rounder values), then the highest throughput, then the lowest P95.
 5. No arm of the tie set may dominate the pick (compare.dominators, Holm: better by more than a margin on one
    axis, no worse by a margin on the other): the choice moves to the dominator with the highest throughput (then
    lowest P95) until none is left.

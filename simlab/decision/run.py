@@ -1,10 +1,11 @@
-"""`run_decide`: deploy the adaptive scheduler or not, and with which options; one DecideRecord.
+"""`run_decide`: which scheduler to deploy, and with which options; one DecideRecord.
 
-1. Tune (optional) on the search traffic: the scenario's first `[conditions] search` conditions x search seeds.
-2. Race every static cap the backend can run, the production defaults, tuning's candidates and the baselines on
+1. Tune (optional) every policy family (simlab/decision/families.py) with the same number of trials on the same
+   search traffic: the scenario's first `[conditions] search` conditions x search seeds.
+2. Race every static cap the backend can run, each family's defaults, tuning's candidates and the baselines on
    the selection units: held-out conditions x held-out seeds (simlab/decision/racing.py), until the rule's
    answer is settled or the budget (--replications seeds per condition) is spent.
-3. Confirm: the choice, its tie set, the reference, and the best static and adaptive arms on fresh confirmation
+3. Confirm: the choice, its tie set, the reference, and the best arm of every family on fresh confirmation
    units (the same held-out conditions, new seeds) that played no part in choosing. The reported P95,
    throughput and margins are these; no arm may dominate the choice on them (Holm), pooled or on any condition
    where it is not itself dominated elsewhere; the choice must not be shown to miss the constraint.
@@ -21,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from simlab.decision.compare import P95, THR, Arm, alpha_of, axes, dominators, p_above, p_below
+from simlab.decision.families import families_of, tune_folder, tuned_families
 from simlab.decision.frontier import backend_slots, decide_specs, exported_options, reference_label
 from simlab.decision.racing import arms_of, race
 from simlab.decision.rule import judge
@@ -28,7 +30,7 @@ from simlab.errors import InputError
 from simlab.experiments.plan import NO_BATCH, Measurements, Plan, bound_specs
 from simlab.experiments.stats import mean_ci
 from simlab.policies import SchedulerOptions, options_from_dict
-from simlab.records import ArmResult, ConditionCheck, DecideRecord, Interval, TuningSummary, Unit
+from simlab.records import ArmResult, ConditionCheck, DecideRecord, FamilyTuning, Interval, TuningSummary, Unit
 from simlab.scenario import Scenario
 from simlab.world.conditions import split
 
@@ -47,17 +49,14 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
                          f"confirmation seeds {confirm[0]}..{confirm[-1]} overlap the selection seeds {first}.."
                          f"{first + budget - 1}; the confirmation units must be fresh")
     n_trials = rule.trials if trials is None else trials
-    tuned, tuning = [], None
-    if n_trials > 0:
-        from simlab.tuning.run import run_tune
-
-        t = run_tune(scenario, base, out / "tune", trials=n_trials, workers=workers, progress=progress,
-                     validate=False, warn=warn)
-        tuned = [(label, options_from_dict(o)) for label, o in t.candidates.items()]
-        tuning = TuningSummary(t.trials, t.trials_complete, t.trials_feasible, [])
-    specs = decide_specs(base, scenario, tuned)
+    families = families_of(scenario)
+    tuned, tuning = tune_families(scenario, base, out, tuned_families(families), n_trials, workers, progress, warn)
+    specs = decide_specs(base, scenario, tuned, tuple(families))
     if tuning is not None:
-        tuning.candidates = [s.label for s in specs if s.label.startswith("adaptive-tuned")]
+        kept = {s.label for s in specs}
+        for f in tuning.families:
+            f.candidates = [label for label, _, family in tuned if family == f.family and label in kept]
+        tuning.candidates = [c for f in tuning.families for c in f.candidates]
     reference = reference_label(rule, base)
     defaults = exported_options(base.with_changes(policy="adaptive"))
     bounds = bound_specs(base, scenario, batch_alone=False)
@@ -68,11 +67,14 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     by = {a.label: a for a in raced.arms}
     best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario)
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario)
+    # every other family's best arm is confirmed too: each family is judged on the same confirmation units
+    best_family = [best_of(raced.arms, f, rule, by.get(reference), defaults, raced.bound_p95, scenario)
+                   for f in families if f != "adaptive"]
 
     cplan = Plan(scenario, held, out / "confirmation", workers, progress, scheduler)
     c = Confirmation()
     if outcome.choice is not None and raced.stable:
-        keep = [outcome.choice, *outcome.tie_set, reference, best_static, best_adaptive]
+        keep = [outcome.choice, *outcome.tie_set, reference, best_static, best_adaptive, *best_family]
         burst = {(a, held[0].name, confirm[0]) for a in (best_adaptive, outcome.choice, best_static) if a}
         c = confirm_choice(cplan, [s for s in specs if s.label in keep], bounds, confirm, burst, outcome, reference,
                            rule, defaults, scenario)
@@ -104,6 +106,29 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         exit_code=0 if exported else 3, runs=plan.runs + cplan.runs,
         runs_exhaustive=every * budget * len(held) + cplan.runs, tuning=tuning,
     )
+
+
+def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, families: list[str], n_trials: int,
+                  workers: int, progress: bool, warn) -> tuple[list[tuple[str, SchedulerOptions, str]],
+                                                           TuningSummary | None]:
+    """The same search for every family: `n_trials` trials each, on the same search units (conditions x seeds)
+    with the same sampler seed; each family's candidates (label, options, family) and the budget it got."""
+    if n_trials <= 0 or not families:
+        return [], None
+    from simlab.tuning.run import run_tune
+
+    tuned, summaries = [], []
+    for family in families:
+        t = run_tune(scenario, base, out / tune_folder(family), trials=n_trials, workers=workers,
+                     progress=progress, validate=False, warn=warn, family=family)
+        tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
+        summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, []))
+    # the adaptive-only record stays what it was: its totals are the one family's
+    total = TuningSummary(n_trials, sum(f.complete for f in summaries), sum(f.feasible for f in summaries), [],
+                          summaries, n_trials)
+    if len(summaries) == 1:
+        total.trials = summaries[0].trials
+    return tuned, total
 
 
 CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pooled claims

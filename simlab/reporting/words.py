@@ -538,13 +538,50 @@ def decide_headline(r) -> str:
                 "yet place inside or outside the margins; no options exported.")
     if c.family == "baseline":
         return f"{c.label} is best here, but it is not a production scheduler setting."
-    what = (f"a static cap of {c.cap} (batchMinConcurrency = batchMaxConcurrency = {c.cap})" if c.family == "static"
-            else f"adaptive ({c.label})")
+    what = family_choice_text(c)
     if r.command == "ab":
         return f"On the A/B's seeds the rule picks {what}."
     if r.exported:
         return f"Deploy {what} with best-options.json."
     return f"The rule picks {what}, but it is not exported."
+
+
+GATE_RUNTIME = "simlab's own options file, for simlab.runtime.Scheduler: not the article's production scheduler"
+
+
+def family_choice_text(c) -> str:
+    """What deploying arm `c` means, by its family: which setting, and for which gateway (or engine)."""
+    if c.family == "static":
+        return f"a static cap of {c.cap} (batchMinConcurrency = batchMaxConcurrency = {c.cap})"
+    if c.family == "adaptive":
+        return f"adaptive ({c.label})"
+    if c.family == "engine-priority":
+        return ("engine priority (no gateway cap: the engine serves interactive requests first, vLLM's "
+                "--scheduling-policy priority, each request sending its class's priority)")
+    return f"the {c.family} gate ({c.label}; {GATE_RUNTIME})"
+
+
+def options_for_text(c) -> str:
+    """Which gateway (or engine) the exported options file is for."""
+    if c.family in ("static", "adaptive"):
+        return "for the production scheduler"
+    if c.family == "engine-priority":
+        return ("for simlab.runtime.Scheduler with policy \"unscheduled\" (no gateway cap), in front of an engine "
+                "started with --scheduling-policy priority")
+    return f"{GATE_RUNTIME} (policy \"{c.family}\")"
+
+
+def families_text(r) -> str | None:
+    """Which families were ranked and the budget each got (None when decide tuned none)."""
+    t = r.tuning
+    if t is None or len(t.families) < 2:  # the adaptive cap alone: the report says what it always said
+        return None
+    names = ", ".join(f.family for f in t.families)
+    per = t.trials_per_family if t.trials_per_family is not None else t.trials
+    return (f"Families tuned: {names}, each with {per} trials on the same search units "
+            f"({', '.join(r.search_conditions)} x the same seeds) and the same sampler seed; each family's defaults "
+            "and tuned candidates race on the same selection units and are confirmed on the same confirmation "
+            "units.")
 
 
 def decide_sentences(r) -> list[str]:
@@ -670,22 +707,32 @@ def method_text(r) -> str:
                "played no part in choosing." if r.confirmation_units else "")
     if r.command == "decide":
         confirm += " " + tuning_text(r)
+    others = (" before the other families" if any(a.family not in ("static", "adaptive", "baseline")
+                                                   for a in r.selection) else "")
     return (f"Rule `{r.rule}`: {rule}. Arms within the margins ({margins_text(r)} of the best arm's value, unit by "
-            f"unit) are equivalent; the simplest of them is picked (static before adaptive, fewer options changed "
-            f"from production, rounder values), and no arm of the tie set may dominate it (better on one axis, "
+            f"unit) are equivalent; the simplest of them is picked (static before adaptive{others}, fewer options "
+            f"changed from production, rounder values), and no arm of the tie set may dominate it (better on one axis, "
             f"within the margin on the other). Every claim is a paired one-sided t-test on common random numbers, "
-            f"Holm-corrected over the arms compared at a family-wise {alpha}. {racing}{confirm}")
+            f"Holm-corrected over the arms compared at a family-wise {alpha}. {racing}{confirm}"
+            + (f" {families_text(r)}" if families_text(r) else ""))
 
 
 def tuning_text(r) -> str:
-    """What `decide`'s search did: 'Tuning: 20 trials (20 complete, 14 feasible) on the search units; candidates:
-    adaptive-tuned.' or that it was skipped."""
+    """What `decide`'s searches did: 'Tuning: 20 trials (20 complete, 14 feasible) on the search units; candidates:
+    adaptive-tuned.', per family when several were tuned, or that nothing was tuned."""
     t = r.tuning
     if t is None:
-        return "Tuning: not tuned (--trials 0): the adaptive arms are the production defaults alone."
-    found = ", ".join(t.candidates) if t.candidates else "none new (every proposal is an arm already compared)"
+        return "Tuning: not tuned (--trials 0): every family races with its defaults alone."
+
+    def found(candidates) -> str:
+        return ", ".join(candidates) if candidates else "none new (every proposal is an arm already compared)"
+
+    if len(t.families) >= 2:
+        each = "; ".join(f"{f.family} {f.trials} trials ({f.complete} complete, {f.feasible} feasible; candidates: "
+                         f"{found(f.candidates)})" for f in t.families)
+        return f"Tuning, on the search units only: {each}."
     return (f"Tuning: {t.trials} trials ({t.complete} complete, {t.feasible} feasible) on the search units, never "
-            f"on the selection or confirmation units; candidates: {found}.")
+            f"on the selection or confirmation units; candidates: {found(t.candidates)}.")
 
 
 def not_exported(r) -> str:

@@ -17,7 +17,7 @@ from simlab.tuning.validation import completed, feasible, holdout_seeds
 
 
 def trial_rows(ctx: TuneContext, study) -> tuple[list[dict], list[str]]:
-    keys = list(ctx.space.bounds)
+    keys = [*ctx.space.bounds, *ctx.space.choices]
     rows = []
     slots = trials_by_slot(study)
     joined = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("origin") == "joined"]
@@ -120,6 +120,7 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         pick=pick["config"] if pick is not None else None,
         trial_points=trial_points(ctx, study),
         importances=importances(ctx, study, done),
+        family=ctx.space.family,
     )
 
 

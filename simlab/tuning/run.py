@@ -58,16 +58,18 @@ def quiet_optuna() -> None:
 def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None, workers: int = 1,
              storage: str | None = None, study: str | None = None, objective: str | None = None,
              mode: str | None = None, join: bool = False, progress: bool = True, force: bool = False,
-             validate: bool = True, warn: Callable[[str], None] | None = None) -> TuneRecord:
+             validate: bool = True, warn: Callable[[str], None] | None = None,
+             family: str = "adaptive") -> TuneRecord:
     """Tune, validate (unless `validate` is False), write the study's files and the record (result.json); the
     record (its report and figures are the caller's: simlab/reporting). `warn` receives warnings (the capacity
     of the traffic, the batch-absent floor). InputError when no policy can meet the SLO and `force` is not set
     (raised after the record is written, so the study and report are kept: the caller renders first, see
-    `Refused`)."""
+    `Refused`). `family` is the policy whose options are searched (simlab/tuning/space.py `family_space`): the
+    adaptive cap (what `simlab tune` searches) or a gateway gate (inside `simlab decide`)."""
     from simlab.experiments import capacity
     from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
     from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
-    from simlab.tuning.space import build_space
+    from simlab.tuning.space import family_space
     from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study
     from simlab.tuning.validation import choose, search_picks, validate as run_validation
     from simlab.world.conditions import split
@@ -79,10 +81,12 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
         scenario = scenario.model_copy(update={"tune": scenario.tune.model_copy(update=changes)})
     tune = scenario.tune
     n_trials = tune.trials if trials is None else trials
-    space = build_space(scenario, base)
+    space = family_space(family, scenario, base)
     seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
     search_conds, held_conds = split(scenario)
     check_units(scenario)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = TuneContext(scenario, base, space, storage or f"sqlite:///{(out / 'study.db').resolve()}",
@@ -169,8 +173,10 @@ def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:
     file the scenario reads and simlab's code (a resumed study must not mix trials of different inputs)."""
     from simlab import fingerprint
 
-    return fingerprint.identity(scenario, {"base": base.to_json_dict(), "space": space.bounds, "seeds": seeds},
-                                drop_tune=("trials",))
+    setup = {"base": base.to_json_dict(), "space": space.bounds, "seeds": seeds}
+    if space.family != "adaptive":
+        setup.update(family=space.family, choices={k: list(v) for k, v in space.choices.items()})
+    return fingerprint.identity(scenario, setup, drop_tune=("trials",))
 
 
 class _progress_bar:

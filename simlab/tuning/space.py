@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from simlab.errors import InputError
@@ -17,19 +17,27 @@ INTEGER = {"batchMaxConcurrency", "batchMinConcurrency"}
 
 @dataclass(frozen=True)
 class Space:
-    bounds: dict[str, tuple[float, float]]  # in suggestion order; batchMin's high is capped by batchMax
+    bounds: dict[str, tuple[float, float]]  # in suggestion order; a dependent key's high is capped (`below`)
     max_concurrency: int
+    family: str = "adaptive"  # the policy whose options are searched (simlab/decision/families.py)
+    integer: frozenset = frozenset(INTEGER)
+    log: frozenset = frozenset(LOG_SCALE)
+    below: tuple = (("batchMinConcurrency", "batchMaxConcurrency", 0.0),)  # (key, bound key, gap): key <= bound - gap
+    choices: dict = field(default_factory=dict)  # categorical keys: name -> the values searched
 
     def suggest(self, trial) -> dict:
         params = {}
+        caps = {key: (bound, gap) for key, bound, gap in self.below}
         for name, (lo, hi) in self.bounds.items():
-            if name == "batchMinConcurrency":
-                hi = min(hi, params["batchMaxConcurrency"])
-                params[name] = trial.suggest_int(name, int(lo), int(max(lo, hi)))
-            elif name in INTEGER:
-                params[name] = trial.suggest_int(name, int(lo), int(hi))
+            if name in caps:
+                bound, gap = caps[name]
+                hi = min(hi, rounded(bound, params[bound], self.integer) - gap)
+            if name in self.integer:
+                params[name] = trial.suggest_int(name, int(lo), int(max(lo, hi)), log=name in self.log)
             else:
-                params[name] = trial.suggest_float(name, lo, hi, log=name in LOG_SCALE)
+                params[name] = trial.suggest_float(name, lo, max(lo, hi), log=name in self.log)
+        for name, values in self.choices.items():
+            params[name] = trial.suggest_categorical(name, list(values))
         return params
 
 
@@ -68,6 +76,42 @@ def build_space(scenario: Scenario, base: SchedulerOptions) -> Space:
     return Space(bounds, cap)
 
 
+# A gateway family's search: the ranges its policy declares beside it (`TUNABLE` in simlab/policies/gates.py, each
+# range from the source's documented limits or defaults: docs/gateway-policies.md), plus what the policy needs to
+# stay valid while searched.
+GATEWAY_BELOW = {
+    "holdback": (("minCeiling", "maxCeiling", 0.05),),  # the plugin requires minCeiling < maxCeiling
+    "aimd": (("batchMinConcurrency", "batchMaxConcurrency", 0.0),),  # AIMDLimit: minLimit <= maxLimit
+    "gradient2": (),
+}
+GATEWAY_FIRST = {"holdback": ("maxCeiling",), "aimd": ("batchMaxConcurrency",)}  # a bound before the key it caps
+# holdback's saturation signal (llm-d's detectors): every one the backend can give; "kv" needs a KV cache
+SIGNALS = ("utilization", "queue", "inflight")
+
+
+def family_space(family: str, scenario: Scenario, base: SchedulerOptions) -> Space:
+    """The search space of one family: the adaptive cap's (`build_space`, [tune.bounds] included), or a gateway
+    gate's ranges (its `TUNABLE`, resolved against maxConcurrency). [tune.bounds] names the adaptive cap's keys
+    and applies to it alone."""
+    if family == "adaptive":
+        return build_space(scenario, base)
+    from simlab.policies import POLICIES
+
+    cap = base.max_concurrency
+    if cap is None or cap < 2:
+        raise InputError(scenario.path, "scheduler.maxConcurrency", "tuning needs maxConcurrency >= 2 (one slot kept for interactive)")
+    ranges = POLICIES[family].TUNABLE
+    order = [*GATEWAY_FIRST.get(family, ()), *(k for k in ranges if k not in GATEWAY_FIRST.get(family, ()))]
+    bounds = {k: tuple(float(v) for v in ranges[k].bounds(cap)) for k in order}
+    integer = frozenset(k for k in order if ranges[k].integer)
+    log = frozenset(k for k in order if ranges[k].log)
+    choices = {}
+    if family == "holdback":
+        kv = getattr(scenario.backend, "kv_cache_tokens", None) is not None
+        choices["saturationSignal"] = SIGNALS + (("kv",) if kv else ())
+    return Space(bounds, cap, family, integer, log, GATEWAY_BELOW[family], choices)
+
+
 def round_sig(x: float, digits: int = 2) -> float:
     if x == 0 or not math.isfinite(x):
         return x
@@ -78,22 +122,31 @@ def round_to(x: float, step: float) -> float:
     return max(step, round(round(x / step) * step, 10))
 
 
-def rounded(key: str, value):
+def rounded(key: str, value, integer=INTEGER):
     """Production-sensible precision: thresholds and tau to 2 significant digits, windowMs to 500 ms,
-    smoothingAlpha to 0.05. Trials evaluate the rounded values, so what is validated is what is exported."""
-    if key in INTEGER:
+    smoothingAlpha to 0.05; a gateway gate's other numbers to 2 significant digits. Trials evaluate the rounded
+    values, so what is validated is what is exported."""
+    if isinstance(value, str):
+        return value
+    if key in integer:
         return int(value)
-    if key in ("interactiveRpsThreshold", "interactiveP95LatencyMs", "smoothingTauMs"):
-        return round_sig(float(value))
     if key == "windowMs":
         return round_to(float(value), 500.0)
     if key == "smoothingAlpha":
         return min(1.0, round_to(float(value), 0.05))
-    return value
+    return round_sig(float(value))
 
 
-def options_for(base: SchedulerOptions, params: dict, scenario: Scenario) -> SchedulerOptions:
-    """The adaptive options a trial evaluates: the base options with the trial's values, rounded."""
+def options_for(base: SchedulerOptions, params: dict, scenario: Scenario, space: Space | None = None) -> SchedulerOptions:
+    """The options a trial evaluates: the base options with the trial's values, rounded, as the space's family
+    (the adaptive cap unless told)."""
+    if space is not None and space.family != "adaptive":
+        data = {**base.to_json_dict(), "policy": space.family}
+        data.update({k: rounded(k, v, space.integer) for k, v in params.items()})
+        if space.family == "gradient2" and "batchPartition" in params:
+            # the two partitions share one limit (Netflix's README: live 0.9, batch 0.1): live takes the rest
+            data["interactivePartition"] = round(1.0 - data["batchPartition"], 10)
+        return SchedulerOptions.model_validate(data)
     changes = {"policy": "adaptive", "recheck_on_expiry": scenario.tune.recheck_on_expiry or base.recheck_on_expiry}
     for key, value in params.items():
         changes[_FIELD[key]] = rounded(key, value)
@@ -122,6 +175,15 @@ _FIELD = {
 def params_of(options: SchedulerOptions, space: Space) -> dict:
     """The tunable values of given options (to enqueue the defaults as a trial)."""
     out = {}
+    if space.family != "adaptive":  # the gate's own values (its source's defaults where unset), inside the ranges
+        for key, (lo, hi) in space.bounds.items():
+            value = options.value(key)
+            value = lo if value is None else min(hi, max(lo, float(value)))
+            out[key] = int(value) if key in space.integer else value
+        for key, values in space.choices.items():
+            value = options.value(key)
+            out[key] = value if value in values else values[0]
+        return out
     for key, (lo, _) in space.bounds.items():
         value = getattr(options, _FIELD[key])
         if value is None:

@@ -195,9 +195,11 @@ def trials_by_slot(study: optuna.Study) -> dict[int, optuna.trial.FrozenTrial]:
 
 def baselines(ctx: TuneContext) -> list[tuple[str, dict]]:
     """The production defaults and a static-cap equivalent go first, so every improvement is measured against them."""
-    defaults = params_of(ctx.base, ctx.space)
-    static_like = dict(defaults, batchMinConcurrency=defaults.get("batchMaxConcurrency", 1))
+    defaults = params_of(ctx.base.with_changes(policy=ctx.space.family), ctx.space)
     out = [("defaults", defaults)]
+    if ctx.space.family != "adaptive":  # a gate's static equivalent is on decide's static frontier already
+        return out
+    static_like = dict(defaults, batchMinConcurrency=defaults.get("batchMaxConcurrency", 1))
     if static_like != defaults:
         out.append(("static-equivalent", static_like))
     return out
@@ -233,9 +235,10 @@ def evaluate(ctx: TuneContext, number: int) -> None:
     if trial.state.is_finished():
         return
     if trial.user_attrs.get("origin") == "defaults":
-        options = ctx.base.with_changes(policy="adaptive")  # exactly what runs in production today
+        # exactly what runs in production today (a gate: as `simlab ab --policies <gate>` runs it)
+        options = ctx.base.with_changes(policy=ctx.space.family)
     else:
-        options = options_for(ctx.base, trial.params, ctx.scenario)
+        options = options_for(ctx.base, trial.params, ctx.scenario, ctx.space)
     metric = OBJECTIVE_METRIC[ctx.tune.objective]
     per_seed = [execute(world, Job(f"trial-{number}", options, s), None) for _, world in ctx.worlds() for s in ctx.seeds]
     objective = [m[metric] for m in per_seed]

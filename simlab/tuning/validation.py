@@ -86,7 +86,9 @@ def pick_best(ctx: TuneContext, trials):
             continue
         label = f"trial-{t.number}"
         opts = dict(t.user_attrs["options"])
-        family = "static" if opts.get("batchMinConcurrency") == opts.get("batchMaxConcurrency") else "adaptive"
+        family = ctx.space.family
+        if family == "adaptive" and opts.get("batchMinConcurrency") == opts.get("batchMaxConcurrency"):
+            family = "static"
         arms.append(Arm(label, opts, per_obj, per_thr, family))
         by[label] = t
     if not arms:
@@ -100,19 +102,21 @@ def pick_best(ctx: TuneContext, trials):
 
 def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[str, dict]:
     """What the search proposes to `simlab decide`, as simlab options: the rule's pick over the first `n_trials`
-    trials ("adaptive-tuned") and, when it differs, the feasible trial with the lowest search objective
-    ("adaptive-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour throughput). Trials
-    beyond `n_trials` (a study grown by an earlier, longer run) are left out, so --trials N means N."""
+    trials ("<family>-tuned", e.g. "adaptive-tuned") and, when it differs, the feasible trial with the lowest
+    search objective ("<family>-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour
+    throughput). Trials beyond `n_trials` (a study grown by an earlier, longer run) are left out, so --trials N
+    means N."""
     trials = [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
     out = {}
+    family = ctx.space.family
     best = pick_best(ctx, trials)
     if best is not None:
-        out["adaptive-tuned"] = dict(best.user_attrs["options"])
+        out[f"{family}-tuned"] = dict(best.user_attrs["options"])
     ok = [t for t in trials if feasible(t)]
     if ok:
         low = min(ok, key=lambda t: (t.values[0], t.user_attrs.get("slot", t.number)))
         if best is None or low.user_attrs["options"] != best.user_attrs["options"]:
-            out["adaptive-tuned-lowest-p95"] = dict(low.user_attrs["options"])
+            out[f"{family}-tuned-lowest-p95"] = dict(low.user_attrs["options"])
     return out
 
 

@@ -62,8 +62,33 @@ def arms_table(r, confirmation: bool = False) -> Table:
     return Table(header, rows, align="lrrrrr" + ("c" if confirmation else "cr"), compact=len(rows) > 12)
 
 
+FAMILY_ORDER = ("static", "adaptive", "holdback", "aimd", "gradient2", "engine-priority", "baseline")
+STANDING_RANK = {"leader": 0, "equivalent": 1, "undecided": 2, "out": 3, "": 4}
+
+
 def _order(a) -> tuple:
-    return ({"static": 0, "adaptive": 1}.get(a.family, 2), a.cap if a.cap is not None else 0, a.label)
+    rank = FAMILY_ORDER.index(a.family) if a.family in FAMILY_ORDER else len(FAMILY_ORDER)
+    return (rank, a.cap if a.cap is not None else 0, a.label)
+
+
+def families_table(r) -> Table | None:
+    """One row per family beyond the static caps (when decide ranked more than the adaptive cap): the budget its
+    search got, its arms, its best standing on the selection units, and its arms on the confirmation units."""
+    present = [f for f in FAMILY_ORDER[1:-1] if any(a.family == f for a in r.selection)]
+    if r.command != "decide" or present == ["adaptive"] or not present:
+        return None
+    searched = {f.family: f for f in (r.tuning.families if r.tuning is not None else [])}
+    rows = []
+    for family in present:
+        mine = sorted((a for a in r.selection if a.family == family), key=_order)
+        best = min(mine, key=lambda a: (a.label != r.choice, a.feasible == "no", STANDING_RANK.get(a.tie, 4)))
+        t = searched.get(family)
+        trials = Cell(f"{t.trials}", f"({t.complete} complete, {t.feasible} feasible)") if t else Cell("–", "not tuned")
+        confirmed = [a.label for a in r.confirmation if a.family == family]
+        rows.append([Cell(family), trials, Cell(", ".join(a.label for a in mine)),
+                     Cell("chosen", status=PASS) if best.label == r.choice else standing_cell(best),
+                     Cell(", ".join(confirmed) or "–")])
+    return Table(["family", "tuning trials", "arms", "best standing", "confirmed"], rows, align="lrllll")
 
 
 def rounds_table(r) -> Table:
@@ -106,6 +131,12 @@ def decide_blocks(r, level: int = 2, base: Path | None = None) -> list:
                              "minus the choice, paired per unit, 95% CI; **better**/**worse**: the CI excludes 0.",
                              small=True),
                    arms_table(r, confirmation=True)]
+    families = families_table(r)
+    if families is not None:
+        blocks += [Heading(level, "Every policy family"),
+                   Paragraph(words.families_text(r) or "No family was tuned (--trials 0): each races with its "
+                             "defaults.", small=True),
+                   families]
     blocks += [Heading(level, "Every arm on the selection units"),
                Paragraph(f"Tie set (equivalent on the rule's first axis within the margins, or not yet told apart): "
                          f"{words.arms_text(r, r.tie_set) or 'empty'}. Standing: against the best arm on the rule's "
@@ -126,7 +157,7 @@ def decide_blocks(r, level: int = 2, base: Path | None = None) -> list:
     blocks += [Heading(level, "Method"), Paragraph(words.method_text(r))]
     chosen = r.arm(r.choice)
     if r.exported and chosen is not None:
-        blocks += [Heading(level, "Options"), Paragraph("`best-options.json`, for the production scheduler:"),
+        blocks += [Heading(level, "Options"), Paragraph(f"`best-options.json`, {words.options_for_text(chosen)}:"),
                    Code(json.dumps(chosen.options, indent=2), "json")]
     return blocks
 

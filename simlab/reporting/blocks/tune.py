@@ -21,15 +21,17 @@ def _production(options: dict) -> dict:
 
 
 def intro_text(r: TuneRecord) -> str:
-    return (f"{r.trials} trials ({r.trials_complete} complete, {r.trials_feasible} feasible) of the adaptive policy, "
+    first = ("The production defaults and a static-cap equivalent were the first trials." if r.family == "adaptive"
+             else f"The {r.family} gate's defaults were the first trial.")
+    return (f"{r.trials} trials ({r.trials_complete} complete, {r.trials_feasible} feasible) of the {r.family} "
+            f"{'policy' if r.family == 'adaptive' else 'gate'}, "
             f"each on the same {len(r.seeds)} seeds ({r.seeds[0]}..{r.seeds[-1]})"
             + (f" x {len(r.search_conditions)} traffic conditions ({', '.join(r.search_conditions)})"
                if r.search_conditions != ["base"] else "")
             + ". Objective: mean interactive "
             f"{r.metric}" + (" and batch throughput (Pareto front)" if r.mode == "multi" else "")
             + f", subject to batch throughput >= {r.throughput_fraction:g} x the `{r.reference}` arm at the "
-            f"production options ({fmt_num(r.reference_throughput_per_min)} jobs/min on the search seeds). The "
-            "production defaults and a static-cap equivalent were the first trials.")
+            f"production options ({fmt_num(r.reference_throughput_per_min)} jobs/min on the search seeds). {first}")
 
 
 def space_text(r: TuneRecord) -> str:

@@ -21,7 +21,8 @@ from simlab.reporting.figures import style
 
 CAPTIONS = {
     "frontier": "Every arm on the selection units: interactive P95 against batch throughput, means with 95% CIs (up "
-                "and to the left is better, as in the A/B's trade-off plot). Static caps are joined in cap order; "
+                "and to the left is better, as in the A/B's trade-off plot), coloured and marked by family. Static "
+                "caps are joined in cap order; "
                 "ringed: the tie set; star: the choice; faded: shown infeasible; dashed: the required throughput.",
     "conditions": "The choice and its main contenders on each held-out condition, means with 95% CIs over that "
                   "condition's units (confirmation units when the arm was confirmed).",
@@ -31,8 +32,7 @@ CAPTIONS = {
              "confirmation run, above the interactive requests in flight or queued: the best adaptive arm against "
              "the choice or the best static cap on the same traffic.",
 }
-FAMILY_COLORS = {"static": style.POLICY_COLORS["static"], "adaptive": style.POLICY_COLORS["adaptive"],
-                 "baseline": style.REF_GREY}
+FAMILY_COLORS = style.FAMILY_COLORS
 
 
 # --- data -------------------------------------------------------------------------------------------------------
@@ -134,19 +134,22 @@ def draw_frontier(d: FrontierData):
                 alpha=0.5, lw=2, label="static caps, in cap order")
     for p in shown:
         color = FAMILY_COLORS.get(p.family, style.INK)
-        marker = "*" if p.chosen else ("D" if p.family == "static" else "o")
+        marker = "*" if p.chosen else style.FAMILY_MARKERS.get(p.family, "o")
         ax.errorbar([p.p95[0]], [p.throughput[0]], xerr=_err(p.p95), yerr=_err(p.throughput), fmt=marker,
                     color=color, markersize=22 if p.chosen else 9, alpha=1 if p.feasible else 0.35, capsize=3,
                     zorder=4 if p.chosen else 3)
         if p.tie:
             ax.plot([p.p95[0]], [p.throughput[0]], "o", mfc="none", mec=style.INK, ms=20, mew=1.6, zorder=5)
-    for p in _labelled(shown, statics):
-        ax.annotate(f"cap {p.cap}" if p.family == "static" else p.label, (p.p95[0], p.throughput[0]),
-                    textcoords="offset points", xytext=(8, 8), fontsize=13)
+    for (x, y), names in _labels(_labelled(shown, statics)).items():
+        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(8, 8), fontsize=13)
     if d.required is not None:
         ax.axhline(d.required, color=style.INK, ls="--", lw=1.8, label=f"required: {d.required:,.0f} jobs/min")
     ax.set_xlabel("interactive P95 (ms), mean with 95% CI")
     ax.set_ylabel("batch throughput (jobs/min)")
+    for family in dict.fromkeys(p.family for p in d.points):  # the families beyond static/adaptive, by marker
+        if family not in ("static", "adaptive", "baseline"):
+            ax.plot([], [], style.FAMILY_MARKERS.get(family, "o"), color=FAMILY_COLORS.get(family, style.INK), ms=11,
+                    ls="", label=family)
     handles = [("*", "the choice", 18), ("o", "ringed: tie set", 14)]
     for marker, text, size in handles:
         ax.plot([], [], marker, color=style.INK, mfc="none" if "ringed" in text else style.INK, ms=size, ls="",
@@ -156,6 +159,16 @@ def draw_frontier(d: FrontierData):
     ax.legend(loc="best", fontsize=12)
     style.title(fig, f"{d.scenario}: the static frontier and every arm (selection units)")
     return fig
+
+
+def _labels(points: list[Point]) -> dict[tuple[float, float], list[str]]:
+    """One annotation per position: arms that measured the same (e.g. a gate that behaves as a static cap)
+    share it, one name a line, instead of printing over each other."""
+    out: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        name = f"cap {p.cap}" if p.family == "static" else p.label
+        out.setdefault((p.p95[0], p.throughput[0]), []).append(name)
+    return out
 
 
 def _labelled(shown: list[Point], statics: list[Point]) -> list[Point]:

@@ -39,6 +39,14 @@ POLICY_MARKERS = {"unscheduled": "X", "fifo": "P", "priority": "s", "static": "D
 MARKERS = ["o", "s", "D", "^", "v", "P", "X", "*"]
 INK = "#222222"  # reference lines (SLO, caps): near-black
 REF_GREY = "#555555"
+# The policy families of `decide` (simlab/decision/families.py) on its frontier figure: the policies' own colours;
+# markers apart from the choice's star (gradient2's policy marker), the static "D" and the others' "o"
+FAMILY_COLORS = {"static": POLICY_COLORS["static"], "adaptive": POLICY_COLORS["adaptive"],
+                 "holdback": POLICY_COLORS["holdback"], "aimd": POLICY_COLORS["aimd"],
+                 "gradient2": POLICY_COLORS["gradient2"], "engine-priority": "#332288",  # indigo (Paul Tol)
+                 "baseline": REF_GREY}
+FAMILY_MARKERS = {"static": "D", "adaptive": "o", "holdback": "^", "aimd": "v", "gradient2": "p",
+                  "engine-priority": "h", "baseline": "o"}
 
 RC = {
     "font.family": "DejaVu Sans",  # ships with matplotlib: same glyphs on every machine

@@ -1,0 +1,274 @@
+"""`simlab decide` ranks every policy family after equal tuning budgets: the per-family search spaces, the arms each
+family puts on the frontier, and an end-to-end decision on a tiny scenario."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simlab.decision.families import ENGINE, TUNED, families_of
+from simlab.decision.frontier import decide_specs
+from simlab.policies import POLICIES
+from simlab.scenario import load_scenario
+from simlab.tuning.space import build_space, family_space, options_for, params_of, rounded
+from tests.helpers import ROOT, simlab
+
+TINY = """
+name = "tiny-families"
+duration_ms = 6_000
+slo_p95_ms = 400
+
+[backend]
+kind = "slots"
+slots = 4
+
+[scheduler]
+maxConcurrency = 4
+batchMaxConcurrency = 3
+batchMinConcurrency = 1
+interactiveRpsThreshold = 8
+interactiveP95LatencyMs = 300
+windowMs = 3000
+
+[[workload]]
+name = "chat"
+class = "interactive"
+arrivals = { process = "poisson", rate_per_s = 8 }
+service = { dist = "lognormal", median = 80, p95 = 300 }
+
+[[workload]]
+name = "backlog"
+class = "batch"
+arrivals = { process = "burst", count = 30, at_ms = 0 }
+service = { dist = "lognormal", median = 300, p95 = 700 }
+
+[conditions]
+load = [1.5]
+
+[tune]
+seeds = 2
+batch_size = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("families") / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+# --- the search space of each family ---------------------------------------------------------------------------
+
+def test_the_adaptive_space_is_the_one_simlab_tune_searches(tiny):
+    s = load_scenario(tiny)
+    base = s.options("adaptive")
+    space = family_space("adaptive", s, base)
+    assert space == build_space(s, base) and space.family == "adaptive" and not space.choices
+    assert space.bounds == {"interactiveRpsThreshold": (0.5, 200.0), "interactiveP95LatencyMs": (20.0, 2000.0),
+                            "windowMs": (1000.0, 60_000.0), "smoothingAlpha": (0.05, 1.0),
+                            "batchMaxConcurrency": (1, 3), "batchMinConcurrency": (1, 3)}
+    assert space.below == (("batchMinConcurrency", "batchMaxConcurrency", 0.0),)
+
+
+@pytest.mark.parametrize("family", ["holdback", "aimd", "gradient2"])
+def test_a_gate_searches_the_ranges_its_policy_declares(tiny, family):
+    s = load_scenario(tiny)
+    space = family_space(family, s, s.options("adaptive"))
+    ranges = POLICIES[family].TUNABLE
+    assert set(space.bounds) == set(ranges) and space.family == family
+    for key, r in ranges.items():
+        assert space.bounds[key] == tuple(float(v) for v in r.bounds(4))
+        assert (key in space.integer) == r.integer and (key in space.log) == r.log
+    if family == "holdback":  # a slots backend has no KV cache: the kv signal is not searched
+        assert space.choices == {"saturationSignal": ("utilization", "queue", "inflight")}
+
+
+class DrawnTrial:
+    """An Optuna trial whose suggestions Hypothesis draws (anywhere in the range it is asked for)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def suggest_int(self, name, low, high, log=False):
+        return self.data.draw(st.integers(low, high), label=name)
+
+    def suggest_float(self, name, low, high, log=False):
+        return self.data.draw(st.floats(low, high, allow_nan=False), label=name)
+
+    def suggest_categorical(self, name, choices):
+        return self.data.draw(st.sampled_from(choices), label=name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(family=st.sampled_from(TUNED), data=st.data())
+def test_every_point_of_a_family_space_is_valid_options_of_that_family(family, data):
+    """Whatever a trial suggests, the options evaluated are the family's, valid, and inside the ranges after
+    rounding; the pairs a policy needs ordered stay ordered (holdback's ceilings, aimd's limits, gradient2's
+    partitions within one limit)."""
+    s = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
+    base = s.options("adaptive")
+    space = family_space(family, s, base)
+    params = space.suggest(DrawnTrial(data))
+    options = options_for(base, params, s, space)  # validates, or raises
+    assert options.policy == family
+    chosen = options.to_json_dict()
+    for key, (lo, hi) in space.bounds.items():
+        value = rounded(key, params[key], space.integer)
+        assert chosen[key] == value
+        if key in space.integer:
+            assert lo <= value <= hi
+    if family == "holdback":
+        assert options.value("minCeiling") < options.value("maxCeiling")
+    if family == "aimd":
+        assert options.value("batchMinConcurrency") <= options.value("batchMaxConcurrency")
+    if family == "gradient2":
+        assert options.value("interactivePartition") + options.value("batchPartition") <= 1 + 1e-12
+
+
+@pytest.mark.parametrize("family", TUNED)
+def test_the_defaults_trial_sits_inside_the_family_space(tiny, family):
+    s = load_scenario(tiny)
+    base = s.options("adaptive")
+    space = family_space(family, s, base)
+    params = params_of(base.with_changes(policy=family), space)
+    for key, (lo, hi) in space.bounds.items():
+        assert lo <= params[key] <= hi, key
+
+
+# --- the arms -----------------------------------------------------------------------------------------------
+
+def test_every_family_the_scenario_can_run_is_ranked_by_default(tiny):
+    s = load_scenario(tiny)
+    assert families_of(s) == list(TUNED)  # a slots backend: no engine priority
+    kv = load_scenario(ROOT / "scenarios" / "gpu-kv-pressure-priority.toml")
+    assert families_of(kv) == [*TUNED, ENGINE]
+    assert ENGINE not in families_of(load_scenario(ROOT / "scenarios" / "gpu-kv-pressure.toml"))  # FCFS engine
+
+
+def test_engine_priority_is_the_ungated_arm_on_a_priority_engine():
+    s = load_scenario(ROOT / "scenarios" / "gpu-kv-pressure-priority.toml")
+    base = s.options("adaptive")
+    specs = {a.label: a for a in decide_specs(base, s, [], tuple(families_of(s)))}
+    assert specs[ENGINE].family == ENGINE and specs[ENGINE].options.policy == "unscheduled"
+    assert "unscheduled" not in specs  # the same runs: the arm is the deployable one
+    assert {f"{f}-defaults" for f in TUNED} <= set(specs)
+    assert specs["holdback-defaults"].options.policy == "holdback"
+
+
+def test_adaptive_alone_gives_the_arms_decide_always_compared(tiny):
+    s = load_scenario(tiny)
+    base = s.options("adaptive")
+    labels = [a.label for a in decide_specs(base, s, [], ("adaptive",))]
+    assert labels == ["static-1", "static-2", "static-3", "adaptive-defaults", "priority", "unscheduled"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(chosen=st.sets(st.sampled_from(TUNED), min_size=1))
+def test_the_arms_are_the_chosen_families_and_the_static_frontier(chosen):
+    """Whatever families are chosen: each has its defaults arm, no other family has an arm, every static cap is
+    there, and no configuration runs twice."""
+    s = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
+    base = s.options("adaptive")
+    families = tuple(f for f in TUNED if f in chosen)
+    specs = decide_specs(base, s, [], families)
+    deployable = {a.family for a in specs} - {"static", "baseline"}
+    assert deployable == set(families)
+    assert {a.label for a in specs if a.family in TUNED} == {f"{f}-defaults" for f in families}
+    assert [a.cap for a in specs if a.family == "static"] == [1, 2, 3]
+    assert len({json.dumps(a.options.to_json_dict(), sort_keys=True) for a in specs}) == len(specs)
+
+
+def test_engine_priority_on_a_backend_without_it_names_the_setting(tiny, tmp_path):
+    path = tmp_path / "engine.toml"
+    path.write_text(TINY + '\n[decision]\nfamilies = ["adaptive", "engine-priority"]\n')
+    proc = simlab("decide", path, "--trials", "0", "--out", tmp_path / "out", "--quiet", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "decision.families" in proc.stderr and "scheduling = \"priority\"" in proc.stderr
+
+
+def test_a_family_given_twice_is_refused(tmp_path):
+    path = tmp_path / "twice.toml"
+    path.write_text(TINY + '\n[decision]\nfamilies = ["aimd", "aimd"]\n')
+    proc = simlab("decide", path, "--trials", "0", "--out", tmp_path / "out", "--quiet", check=False)
+    assert proc.returncode == 2 and "aimd is given twice" in proc.stderr
+
+
+# --- end to end ---------------------------------------------------------------------------------------------
+
+# margins wide enough for 4 selection seeds to settle it: the choice is then confirmed on fresh units
+SETTLES = "\n[decision]\np95_margin = 0.1\nthroughput_margin = 0.1\nconfirm_seeds = 2\n"
+
+
+@pytest.fixture(scope="module")
+def decided(tiny):
+    path = tiny.parent / "settles.toml"
+    path.write_text(TINY + SETTLES)
+    out = tiny.parent / "out"
+    proc = simlab("decide", path, "--trials", "2", "--replications", "4", "--out", out, "--quiet", check=False)
+    return proc, out
+
+
+def test_decide_ranks_every_family_after_equal_budgets(decided):
+    from simlab.records import load
+
+    proc, out = decided
+    assert proc.returncode == 0, proc.stderr
+    rec = load(out / "result.json", "decide")
+    assert rec.settled and rec.exported and rec.choice == "static-3"
+    assert [f.family for f in rec.tuning.families] == list(TUNED)
+    assert {f.trials for f in rec.tuning.families} == {2} and rec.tuning.trials_per_family == 2
+    with open(out / "frontier.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    families = {r["family"] for r in rows}
+    assert set(TUNED) <= families
+    for r in rows:  # every tuned family's arm carries its family's budget, the same for all
+        assert r["tuning_trials"] == ("2" if r["family"] in TUNED else "")
+    # the same search for each: the same seeds on the same search conditions
+    searches = [json.loads((out / folder / "result.json").read_text())["record"]
+                for folder in ("tune", "tune-holdback", "tune-aimd", "tune-gradient2")]
+    assert len({json.dumps([s["seeds"], s["search_conditions"]]) for s in searches}) == 1
+    assert {s["trials"] for s in searches} == {2}
+    assert [s["family"] for s in searches] == list(TUNED)
+    # each family's best arm is judged on the same confirmation units as the choice
+    assert set(TUNED) <= {a.family for a in rec.confirmation}
+    assert {a.units for a in rec.confirmation} == {len(rec.confirmation_units)} == {2}
+
+
+def test_the_report_and_the_figure_list_every_family(decided):
+    proc, out = decided
+    report = (out / "report.md").read_text()
+    assert "## Every policy family" in report
+    assert "each with 2 trials on the same search units" in report
+    for family in TUNED:
+        assert f"| {family} |" in report
+    assert (out / "figures" / "frontier.png").is_file()
+
+
+def test_the_answer_says_which_gateway_an_exported_gate_is_for():
+    from types import SimpleNamespace
+
+    from simlab.reporting import words
+
+    gate = SimpleNamespace(family="aimd", label="aimd-tuned", cap=None)
+    assert "aimd gate (aimd-tuned; simlab's own options file, for simlab.runtime.Scheduler" in \
+        words.family_choice_text(gate)
+    assert words.options_for_text(gate).endswith('(policy "aimd")')
+    engine = SimpleNamespace(family=ENGINE, label=ENGINE, cap=None)
+    assert "--scheduling-policy priority" in words.family_choice_text(engine)
+    assert words.options_for_text(SimpleNamespace(family="static")) == "for the production scheduler"
+
+
+def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
+    """Each family's search proposes in seeded batches: --workers 2 gives the same arms, numbers and choice."""
+    _, out = decided
+    other = tiny.parent / "out-2"
+    proc = simlab("decide", tiny.parent / "settles.toml", "--trials", "2", "--replications", "4", "--out", other,
+                  "--quiet", "--workers", "2", check=False)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("frontier.csv", "confirmation.csv", "best-options.json"):
+        assert (other / name).read_bytes() == (out / name).read_bytes(), name
