@@ -31,6 +31,7 @@ run provider-quota 3 "$@"
 run bursty-chat 3 "$@"
 run bench-1h 2 --no-frontier "$@"  # the performance scenario: a static-cap sweep of one-hour runs is not the point
 run real-engine 2 "$@"
+run real-engine-priority 2 --no-frontier "$@"  # its real-engine measurements: scripts/real-engine-priority-results.sh
 run gpu-kv-pressure 3 --no-frontier "$@"  # KV cache and engine scheduling: the static-cap sweep is docs/kv-cache-backend.md's
 run gpu-kv-pressure-priority 3 --no-frontier "$@"
 run many-gateways 3 --no-frontier "$@"  # gateway instances (docs/many-instances.md): the static-cap sweep is not the point

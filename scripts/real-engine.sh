@@ -5,6 +5,10 @@
 #   scripts/real-engine.sh start    server on 127.0.0.1:$PORT (default 8011), waits for /health (~2 min cold)
 #   scripts/real-engine.sh stop     stops it by PID file
 #   scripts/real-engine.sh status   prints the URL and exits 0 when healthy
+#   scripts/real-engine.sh kv       prints the KV cache size in tokens from the server's start-up log
+# SIMLAB_VLLM_SCHEDULING=priority starts it with --scheduling-policy priority (requests then carry `priority`,
+# lower first; simlab validate-real --engine-priority); default fcfs. The start-up log is at WARNING level unless
+# SIMLAB_VLLM_LOG_LEVEL=INFO, which `kv` needs (vLLM logs "CPU KV cache size: N tokens" at INFO).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -17,6 +21,12 @@ LOG="$RUN/server.log"
 VLLM_VERSION="0.32.0"
 PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 URL="http://127.0.0.1:$PORT"
+SCHEDULING="${SIMLAB_VLLM_SCHEDULING:-fcfs}"
+LOG_LEVEL="${SIMLAB_VLLM_LOG_LEVEL:-WARNING}"
+case "$SCHEDULING" in fcfs|priority) ;; *)
+  echo "real-engine: SIMLAB_VLLM_SCHEDULING must be fcfs or priority (found '$SCHEDULING')" >&2; exit 2 ;; esac
+case "$LOG_LEVEL" in DEBUG|INFO|WARNING|ERROR) ;; *)
+  echo "real-engine: SIMLAB_VLLM_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR (found '$LOG_LEVEL')" >&2; exit 2 ;; esac
 
 healthy() { curl -fsS -m 2 "$URL/health" >/dev/null 2>&1; }
 
@@ -46,10 +56,11 @@ start() {
     # Loopback only; one KV-cache GiB; prompts arrive as token ids, so no tokenizer. Tokens are streamed 16 at a
     # time (the first and the last at once), so the front end and the client, which share this 2-core machine
     # with the engine, do per-request rather than per-token work: about 0.04 cores (validate-real's CPU table).
-    VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL=WARNING setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
+    VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL="$LOG_LEVEL" setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
       --model "$MODEL" --served-model-name tiny-llama --skip-tokenizer-init \
       --host 127.0.0.1 --port "$PORT" --max-model-len 8192 --max-num-seqs "${SIMLAB_VLLM_MAX_SEQS:-16}" \
       --disable-log-stats --uvicorn-log-level warning --stream-interval "${SIMLAB_VLLM_STREAM_INTERVAL:-16}" \
+      --scheduling-policy "$SCHEDULING" \
       > "$LOG" 2>&1 < /dev/null &
     echo $! > "$PIDFILE"
   fi
@@ -82,7 +93,14 @@ status() {
   echo "real-engine: not running"; return 1
 }
 
+kv() {
+  local n
+  n="$(grep -ao 'KV cache size: [0-9,]* tokens' "$LOG" 2>/dev/null | tail -1 | tr -dc '0-9')" || true
+  [ -n "$n" ] || { echo "real-engine: no 'KV cache size' line in $LOG (start with SIMLAB_VLLM_LOG_LEVEL=INFO)" >&2; return 1; }
+  echo "$n"
+}
+
 case "${1:-}" in
-  setup) setup ;; start) start ;; stop) stop ;; status) status ;;
-  *) echo "usage: $0 setup|start|stop|status" >&2; exit 2 ;;
+  setup) setup ;; start) start ;; stop) stop ;; status) status ;; kv) kv ;;
+  *) echo "usage: $0 setup|start|stop|status|kv" >&2; exit 2 ;;
 esac

@@ -1162,6 +1162,10 @@ class ValidateRealRecord:
     decode: list[DecodeCheck]
     runs: list[MeasuredRun]
     figures: list[str] = field(default_factory=list)
+    # --engine-priority: the engine scheduled by priority (requests sent with vLLM's `priority`, interactive 0,
+    # batch 1; simulated with the KV backend's scheduling = "priority") with this KV cache (None: no KV limit)
+    engine_priority: bool = False
+    kv_cache_tokens: int | None = None
 
     def arms(self) -> list[tuple[str, str]]:
         """(policy, driver) in report order: every policy through the runtime, then those also run under Node."""

@@ -14,7 +14,8 @@ what it does (simlab/realcheck/validate.py)
   result.json, report.md, figures/); the step model is checked alone on every measured run, beside the CPU
   the server's processes, this client and the machine used.
 kept runs: a measured run is reused when its key (measured/*.json) matches: the workload as drawn, the
-  policy and options, the driver, the server's address and model, --time-scale, --until-ms, --max-seconds.
+  policy and options, the driver, the server's address and model, --time-scale, --until-ms, --max-seconds,
+  --engine-priority.
   --kept-runs-only re-simulates from kept runs without contacting the server.
 Loopback servers only (the URL is checked and resolved once); every run is bounded by --max-seconds.
 """
@@ -43,6 +44,10 @@ def register(sub) -> None:
     p.add_argument("--node-policies", default="", help="also run these policies through the article's own scheduler "
                    "(tests/conformance/real_server.js under Node.js, real fetch) with the options file simlab "
                    "exports to OUT/options/POLICY.json; reported as 'POLICY (article JS)'")
+    p.add_argument("--engine-priority", action="store_true", help="the engine schedules by priority: every request "
+                   "carries vLLM's `priority` (interactive 0, batch 1; start the server with --scheduling-policy "
+                   "priority) and the simulation's backend has scheduling = \"priority\" (with the scenario's "
+                   "kv_cache_tokens, e.g. scenarios/real-engine-priority.toml)")
     p.add_argument("--kept-runs-only", action="store_true", help="never contact the server: re-simulate and compare "
                    "from the kept runs (each must match its key, the model aside); a missing run is an error")
     p.add_argument("--out", help="output folder (default results/validate-real/SCENARIO-NAME)")
@@ -70,7 +75,8 @@ def main(args) -> int:
         repeats=args.repeats, seed=args.seed, time_scale=args.time_scale, until_ms=args.until_ms,
         max_seconds=args.max_seconds, calibration=args.calibration,
         node_policies=policy_list(args.node_policies, "--node-policies") if args.node_policies else [],
-        kept_only=args.kept_runs_only, progress=lambda line: print(line, flush=True),
+        kept_only=args.kept_runs_only, engine_priority=args.engine_priority,
+        progress=lambda line: print(line, flush=True),
         out_flag="--out" if args.out else None)
     out = Path(out)
     if not args.no_figures:

@@ -85,16 +85,21 @@ class Client:
         return self.model
 
     async def complete(self, prompt_tokens: int, output_tokens: int, token: int = 100,
-                       deadline: float | None = None) -> Completion:
+                       deadline: float | None = None, priority: int | None = None) -> Completion:
         """Stream one completion of exactly `output_tokens` tokens for a prompt of `prompt_tokens` token ids;
-        the whole exchange ends by `deadline` (loop clock, s) or is a ServerError."""
+        the whole exchange ends by `deadline` (loop clock, s) or is a ServerError. `priority` is vLLM's request
+        field (lower is served first; a server not started with `--scheduling-policy priority` refuses any but 0);
+        None leaves it out."""
         loop = asyncio.get_running_loop()
         model = await self.model_name()
-        body = json.dumps({
+        request = {
             "model": model, "prompt": [token + (i % 1000) for i in range(prompt_tokens)],
             "max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True, "temperature": 0.0,
             "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }).encode()
+        }
+        if priority is not None:
+            request["priority"] = priority
+        body = json.dumps(request).encode()
         done = Completion(sent_ms=loop.time() * 1000.0, prompt_tokens=prompt_tokens)
         ex = await exchange(self.target, "POST", "/v1/completions", body, self.limits, deadline)
         try:

@@ -19,6 +19,9 @@ from simlab.realcheck.urls import Target
 from simlab.runtime.scheduler import Scheduler
 
 LEAD_MS = 300.0  # from starting the run to its origin (t = 0): the first arrivals are not sent late
+# vLLM's `priority` request field under `--scheduling-policy priority` (lower is served first), per class: the
+# simulated engine's priorities (simlab.world.backends.kv_batching: interactive 0, batch 1)
+ENGINE_PRIORITY = {"interactive": 0, "batch": 1}
 
 
 def scenario_tasks(scenario, seed: int, time_scale: float = 1.0, until_ms: float | None = None) -> list[Task]:
@@ -39,8 +42,9 @@ def scenario_tasks(scenario, seed: int, time_scale: float = 1.0, until_ms: float
 
 
 async def drive(target: Target, model: str, options: SchedulerOptions, tasks: list[Task], max_seconds: float,
-                lead_ms: float = LEAD_MS, progress=None) -> list[dict]:
+                lead_ms: float = LEAD_MS, progress=None, priorities: dict[str, int] | None = None) -> list[dict]:
     """Submit every task at its arrival time through the runtime scheduler to the server; one record each.
+    With `priorities` (class -> vLLM request priority, e.g. ENGINE_PRIORITY) every request carries its class's.
     Requests still open `max_seconds` after the origin are cancelled (outcome 'cancelled'). A request the server
     fails (a malformed or unexpected answer, a closed connection, a stall past the limits) stops the run: the
     others are cancelled and its ServerError is raised (a measurement with a broken server means nothing)."""
@@ -56,7 +60,8 @@ async def drive(target: Target, model: str, options: SchedulerOptions, tasks: li
 
     async def call(rec, p, o):
         rec["start_ms"] = loop.time() * 1000.0 - t0
-        done = await client.complete(p, o, deadline=end + 1.0)  # the run's end cancels it first
+        priority = None if priorities is None else priorities[rec["kind"]]
+        done = await client.complete(p, o, deadline=end + 1.0, priority=priority)  # the run's end cancels it first
         rec["ttft_ms"] = done.first_ms - t0 - rec["arrival_ms"]
         return done
 

@@ -3,7 +3,9 @@ simlab's own continuous-batching rules in real time (FIFO admission up to `max_s
 one token per sequence per iteration, step = base + per_seq * sequences + per_token * prefill tokens (+ admit_ms
 per admitted request); a request
 joins the engine's queue `request_ms` after the server has read it, the front end handling one request at a
-time, as the simulated backend assumes).
+time, as the simulated backend assumes). With `scheduling="priority"` (vLLM's --scheduling-policy priority) the
+engine's queue is ordered by the request's `priority` (lower first), then arrival; running requests are never
+preempted (vLLM V1 preempts only when its KV cache runs out, which this stand-in has no limit on).
 
 Only what `simlab.realcheck.client` uses: GET /health, GET /v1/models, POST /v1/completions with
 `stream: true` and continuous usage stats. A closed connection aborts its request, as vLLM does.
@@ -14,14 +16,18 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from bisect import insort
 from collections import deque
 
 
 class FakeEngine:
     def __init__(self, base_ms=2.0, per_seq_ms=0.2, per_token_ms=0.01, max_seqs=16, request_ms=0.0, admit_ms=0.0,
-                 model="fake"):
+                 model="fake", scheduling="fcfs"):
+        if scheduling not in ("fcfs", "priority"):
+            raise ValueError(f"scheduling must be 'fcfs' or 'priority', not {scheduling!r}")
         self.base_ms, self.per_seq_ms, self.per_token_ms, self.max_seqs = base_ms, per_seq_ms, per_token_ms, max_seqs
-        self.request_ms, self.admit_ms, self.model = request_ms, admit_ms, model
+        self.request_ms, self.admit_ms, self.model, self.scheduling = request_ms, admit_ms, model, scheduling
+        self.priorities: list[int] = []  # each completion request's `priority` (0 when absent), as received
         self.waiting: deque = deque()
         self.running: list = []
         self._wake: asyncio.Event | None = None
@@ -74,11 +80,17 @@ class FakeEngine:
                 return
             req = json.loads(body)
             self.requests += 1
-            r = {"prompt": len(req["prompt"]), "max": req["max_tokens"], "done": 0, "queue": asyncio.Queue()}
+            priority = req.get("priority", 0)
+            self.priorities.append(priority)
+            r = {"prompt": len(req["prompt"]), "max": req["max_tokens"], "done": 0, "queue": asyncio.Queue(),
+                 "order": (priority, self.requests)}
             if self.request_ms:
                 async with self._front:
                     await asyncio.sleep(self.request_ms / 1000)
-            self.waiting.append(r)
+            if self.scheduling == "priority":
+                insort(self.waiting, r, key=lambda x: x["order"])
+            else:
+                self.waiting.append(r)
             self._wake.set()
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
                          b"Transfer-Encoding: chunked\r\n\r\n")
@@ -161,9 +173,11 @@ def main(argv=None) -> int:
                           ("admit-ms", 0.0)):
         p.add_argument(f"--{name}", type=float, default=default)
     p.add_argument("--max-seqs", type=int, default=16)
+    p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
     a = p.parse_args(argv)
     url, _, stop = start_in_thread(base_ms=a.base_ms, per_seq_ms=a.per_seq_ms, per_token_ms=a.per_token_ms,
-                                   max_seqs=a.max_seqs, request_ms=a.request_ms, admit_ms=a.admit_ms, port=a.port)
+                                   max_seqs=a.max_seqs, request_ms=a.request_ms, admit_ms=a.admit_ms, port=a.port,
+                                   scheduling=a.scheduling_policy)
     print(url, flush=True)
     try:
         time.sleep(a.seconds)

@@ -9,7 +9,9 @@ The key holds:
   scheduler under Node.js);
 - the server: the checked target (loopback address and port) and the model it reports on GET /v1/models;
 - simlab's own settings of a measurement: the run's time limit (`--max-seconds`, which cuts a run short), the lead
-  before the origin and what each request asks for beyond its token counts (simlab.realcheck.client.REQUEST).
+  before the origin and what each request asks for beyond its token counts (simlab.realcheck.client.REQUEST;
+  with `--engine-priority`, also `engine_priority`: the `priority` each class sends; absent without it, so the
+  keys of runs measured without it are unchanged).
 A change of any of them measures the run again; `differences` names what changed, for the progress line.
 """
 
@@ -34,10 +36,14 @@ def workload_sha256(tasks) -> str:
 
 
 def run_key(*, workload: str, tasks: int, policy: str, driver: str, options: dict, target: Target, model: str | None,
-            time_scale: float, until_ms: float | None, max_seconds: float) -> dict:
-    return {"format": KEY_FORMAT, "workload_sha256": workload, "tasks": tasks, "time_scale": time_scale,
-            "until_ms": until_ms, "policy": policy, "driver": driver, "options": options, "server": target.netloc,
-            "model": model, "max_seconds": max_seconds, "lead_ms": LEAD_MS, "request": REQUEST}
+            time_scale: float, until_ms: float | None, max_seconds: float,
+            priorities: dict[str, int] | None = None) -> dict:
+    key = {"format": KEY_FORMAT, "workload_sha256": workload, "tasks": tasks, "time_scale": time_scale,
+           "until_ms": until_ms, "policy": policy, "driver": driver, "options": options, "server": target.netloc,
+           "model": model, "max_seconds": max_seconds, "lead_ms": LEAD_MS, "request": REQUEST}
+    if priorities is not None:
+        key["engine_priority"] = priorities
+    return key
 
 
 def saved_key(meta: Path) -> tuple[dict | None, dict | None]:
@@ -59,7 +65,8 @@ def differences(saved: dict | None, key: dict, ignore: tuple[str, ...] = ()) -> 
     """The key's fields that differ (all of them, by name, for a missing key or an older format)."""
     if saved is None or saved.get("format") != key["format"]:
         return ["format"]
-    return [k for k in key if k not in ignore and saved.get(k) != _plain(key[k])]
+    names = list(key) + [k for k in saved if k not in key]  # a field only the saved run has differs too
+    return [k for k in names if k not in ignore and saved.get(k) != _plain(key.get(k))]
 
 
 def _plain(value):

@@ -6,6 +6,9 @@
 3. per repeat and per driver (simlab.runtime; the article's scheduler under Node for --node-policies): the tasks
    driven to the server -> measured/POLICY[-node]-runN.csv, with the run's key and CPU use beside it (.json). A run
    whose key matches (simlab.realcheck.kept) is kept, not measured again;
+   With --engine-priority every request carries vLLM's `priority` (drive.ENGINE_PRIORITY: interactive 0, batch 1;
+   the server must run `--scheduling-policy priority`) and the simulation's backend schedules by priority
+   (simlab.world.backends.kv_batching, scheduling = "priority", with the scenario's KV cache);
 4. predicted vs measured (simlab.realcheck.compare) and the step model checked alone on every measured run
    (simlab.realcheck.stepcheck) -> the ValidateRealRecord (numbers only; the reports are rendered from it).
 """
@@ -21,7 +24,7 @@ from simlab.errors import InputError
 from simlab.realcheck import compare as cmp
 from simlab.realcheck import kept
 from simlab.realcheck.client import Client
-from simlab.realcheck.drive import drive, scenario_tasks, simulate
+from simlab.realcheck.drive import ENGINE_PRIORITY, drive, scenario_tasks, simulate
 from simlab.realcheck.hostcpu import CpuProbe, CpuUse
 from simlab.realcheck.http import Limits, ServerError
 from simlab.realcheck.measures import RECORD_COLUMNS, metrics, read_records
@@ -47,6 +50,7 @@ class Inputs:
     time_scale: float
     until_ms: float | None
     max_seconds: float
+    priorities: dict[str, int] | None = None  # --engine-priority: vLLM's request priority per class
 
 
 @dataclass
@@ -63,7 +67,7 @@ class Run:
 def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path, options_file: str | None = None,
                       repeats: int = 2, seed: int | None = None, time_scale: float = 1.0,
                       until_ms: float | None = None, max_seconds: float = 900.0, calibration: str | None = None,
-                      node_policies: tuple[str, ...] = (), kept_only: bool = False,
+                      node_policies: tuple[str, ...] = (), kept_only: bool = False, engine_priority: bool = False,
                       progress=print, out_flag: str | None = "--out") -> ValidateRealRecord:
     """`out` is made (simlab.outputs.output_folder, InputError at `out_flag`) once every input is checked."""
     from simlab.outputs import output_folder
@@ -71,7 +75,7 @@ def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path
     if repeats < 1:
         raise InputError(None, "--repeats", f"must be at least 1 (found {repeats})")
     inputs = check_inputs(scenario_path, url, policies, node_policies, options_file, seed, time_scale, until_ms,
-                          max_seconds, calibration)
+                          max_seconds, calibration, engine_priority)
     out = output_folder(out, out_flag)
     model = None if kept_only else asyncio.run(_model(inputs.target, min(MODEL_SECONDS, max_seconds)))
     tasks, scenario = inputs.tasks, inputs.scenario
@@ -102,6 +106,7 @@ def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path
         backend=StepModelUsed(scenario.backend.max_num_seqs, st.base_ms, st.per_seq_ms, st.per_token_ms, st.admit_ms,
                               st.request_ms, st.profile),
         policies=list(policies), node_policies=list(node_policies), rows=rows, verdict=verdict,
+        engine_priority=engine_priority, kv_cache_tokens=scenario.backend.kv_cache_tokens,
         decode=_decode_checks(inputs.arms, sims, runs, scenario.backend),
         runs=[MeasuredRun(r.policy, r.driver, r.k, r.kept, len(r.records),
                           sum(x["outcome"] == "ok" for x in r.records),
@@ -109,7 +114,7 @@ def run_validate_real(scenario_path, *, url: str, policies: list[str], out: Path
 
 
 def check_inputs(scenario_path, url, policies, node_policies, options_file, seed, time_scale, until_ms, max_seconds,
-                 calibration) -> Inputs:
+                 calibration, engine_priority: bool = False) -> Inputs:
     """Every input checked (InputError naming the flag, file or field), before anything is sent or written."""
     from simlab.policies import POLICY_NAMES, load_options
     from simlab.scenario import load_scenario
@@ -124,6 +129,7 @@ def check_inputs(scenario_path, url, policies, node_policies, options_file, seed
     if scenario.backend.kind != "continuous-batching":
         raise InputError(scenario.path, "backend.kind", "validate-real needs a continuous-batching backend "
                          f"(calibrated with `simlab loadtest`), found {scenario.backend.kind!r}")
+    scenario = _engine_scheduling(scenario, engine_priority, node_policies)
     bad = [p for p in policies if p not in POLICY_NAMES]
     if bad or not policies:
         raise InputError(None, "--policies", f"unknown policy {bad[0] if bad else '(none)'}; known: "
@@ -144,7 +150,28 @@ def check_inputs(scenario_path, url, policies, node_policies, options_file, seed
         if (why := o.waits_forever()) is not None:
             raise InputError(options_file or scenario.path, None if options_file else "scheduler", f"policy {p}: {why}")
     arms = [(p, RUNTIME) for p in policies] + [(p, ARTICLE_JS) for p in node_policies]
-    return Inputs(target, scenario, seed, tasks, options, arms, time_scale, until_ms, max_seconds)
+    return Inputs(target, scenario, seed, tasks, options, arms, time_scale, until_ms, max_seconds,
+                  dict(ENGINE_PRIORITY) if engine_priority else None)
+
+
+def _engine_scheduling(scenario, engine_priority: bool, node_policies):
+    """The scenario with the engine's scheduling as measured: by priority with --engine-priority (the KV backend's
+    scheduling = "priority"), else as the scenario says, which must then not be priority: requests sent without a
+    priority would be measured against an engine simulated with one."""
+    if not engine_priority:
+        if scenario.backend.scheduling == "priority":
+            raise InputError(scenario.path, "backend.scheduling", 'is "priority": pass --engine-priority so that '
+                             "the requests carry their class's priority (and start the server with "
+                             "--scheduling-policy priority)")
+        return scenario
+    if node_policies:
+        raise InputError(None, "--node-policies", "the article's scheduler under Node.js sends no request priority; "
+                         "it cannot be combined with --engine-priority")
+    if scenario.backend.preempt_on == "kv-or-seqs":
+        raise InputError(scenario.path, "backend.preempt_on", 'is "kv-or-seqs", which vLLM as released does not do '
+                         '(issue 40004); the real engine is simulated with preempt_on = "kv"')
+    backend = scenario.backend.model_copy(update={"scheduling": "priority"})
+    return scenario.model_copy(update={"backend": backend})
 
 
 def _simulate(inputs: Inputs, node_policies, out: Path) -> dict[str, list[dict]]:
@@ -177,7 +204,7 @@ def _run(inputs: Inputs, policy: str, driver: str, k: int, model: str | None, ke
     key = kept.run_key(workload=kept.workload_sha256(inputs.tasks), tasks=len(inputs.tasks), policy=policy,
                        driver=driver, options=inputs.options[policy].to_json_dict(), target=inputs.target,
                        model=model, time_scale=inputs.time_scale, until_ms=inputs.until_ms,
-                       max_seconds=inputs.max_seconds)
+                       max_seconds=inputs.max_seconds, priorities=inputs.priorities)
     saved, cpu = kept.saved_key(meta) if path.exists() else (None, None)
     differ = kept.differences(saved, key, ignore=("model",) if kept_only else ())
     if not differ:
@@ -192,7 +219,7 @@ def _run(inputs: Inputs, policy: str, driver: str, k: int, model: str | None, ke
     probe = CpuProbe(inputs.target.port)
     probe.start()
     recs = _measure(inputs.target, model, inputs.options[policy], inputs.tasks, inputs.max_seconds, driver, out,
-                    policy, path, progress)
+                    policy, path, progress, inputs.priorities)
     use = probe.stop()
     atomic_write_text(meta, kept.key_json(key, use.to_dict() if use else None))  # the run is kept from now on
     return Run(policy, driver, k, False, recs, use, model)
@@ -210,7 +237,8 @@ async def _model(target: Target, seconds: float) -> str:
     return await Client(target, Limits.within(seconds)).model_name()
 
 
-def _measure(target, model, options, tasks, max_seconds, driver, out, policy, path, progress) -> list[dict]:
+def _measure(target, model, options, tasks, max_seconds, driver, out, policy, path, progress,
+             priorities=None) -> list[dict]:
     """One run through one driver, its records written to `path`. A run in which no request completed is refused
     and not written: the server accepted connections but never answered."""
     from simlab.atomic import atomic_write_text
@@ -218,7 +246,8 @@ def _measure(target, model, options, tasks, max_seconds, driver, out, policy, pa
 
     tmp = path.with_suffix(".partial.csv")
     if driver == RUNTIME:
-        recs = asyncio.run(drive(target, model, options, tasks, max_seconds, progress=progress))
+        recs = asyncio.run(drive(target, model, options, tasks, max_seconds, progress=progress,
+                                 priorities=priorities))
     else:
         run_node(target, out / "options" / f"{policy}.json", out / "tasks.csv", tmp, max_seconds)
         recs = read_records(tmp)

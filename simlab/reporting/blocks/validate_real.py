@@ -39,7 +39,11 @@ def step_text(r: ValidateRealRecord) -> str:
             f"{st.per_token_ms:g} ms/prefill token"
             + (f" + {st.admit_ms:g} ms/admitted request" if st.admit_ms else "")
             + f", front end {st.request_ms:g} ms/request")
-    return text + (f", decode step from profile {st.profile}" if st.profile else "")
+    text += f", decode step from profile {st.profile}" if st.profile else ""
+    if r.engine_priority:
+        text += ("; engine priority scheduling (interactive requests sent with priority 0, batch 1), KV cache "
+                 + (f"{r.kv_cache_tokens:,} tokens" if r.kv_cache_tokens else "unlimited"))
+    return text
 
 
 def header_items(r: ValidateRealRecord) -> list[str]:
