@@ -51,7 +51,7 @@ def test_the_runtime_distribution_packages_only_the_runtime():
     project = tomllib.loads((root / "runtime" / "pyproject.toml").read_text())
     assert project["project"]["name"] == "simlab-runtime"
     assert sorted(project["tool"]["setuptools"]["packages"]) == ["simlab.policies", "simlab.runtime"]
-    assert project["tool"]["setuptools"]["py-modules"] == ["simlab.errors"]
+    assert project["tool"]["setuptools"]["py-modules"] == ["simlab.errors", "simlab.version"]
     lab = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
     for dep in project["project"]["dependencies"]:  # the same exact pins as the lab's
         assert dep in lab, dep
