@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simlab.atomic import atomic_write_text  # noqa: E402
+from simlab.store import atomic_write_text  # noqa: E402
 from simlab.experiments.gateways import as_rows, instances_sweep, restart_sweep  # noqa: E402
 from simlab.reporting.figures.gateway import instances_figure, restarts_figure  # noqa: E402
 from simlab.scenario import load_scenario  # noqa: E402

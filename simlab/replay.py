@@ -13,7 +13,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.policies import Observation, SchedulerOptions, Task, make_policy
 from simlab.traces import format_ms
 

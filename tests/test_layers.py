@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "simlab"
 
 # The layer of each top-level module or package of simlab; a module may import its own layer or lower ones.
 LAYERS = {
-    "errors": 0, "version": 0, "store": 0, "atomic": 0, "outputs": 0, "records": 1,
+    "errors": 0, "version": 0, "store": 0, "outputs": 0, "records": 1,
     "policies": 2, "runtime": 3,
     "scenario": 3, "traces": 3, "fingerprint": 4, "replay": 4, "world": 4,
     "experiments": 5, "decision": 5, "tuning": 5, "calibration": 5, "realcheck": 5,

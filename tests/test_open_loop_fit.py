@@ -100,7 +100,7 @@ def test_calibrate_gpu_open_loop_cli(tmp_path):
     import tomllib
 
     from helpers import simlab
-    from simlab.experiments.tables import csv_text
+    from simlab.store import csv_text
 
     table = tmp_path / "loadtest.csv"
     fit = load_test_fit(admit_ms=3.0)

@@ -81,7 +81,7 @@ def test_the_session_refit_and_the_recalibrated_priority_arm(tmp_path):
 @pytest.mark.parametrize("folder", ["validate-real", "validate-real-recalibrated", "fcfs-control"])
 def test_every_output_is_rendered_from_the_committed_record(folder):
     from simlab import records
-    from simlab.experiments.tables import csv_text
+    from simlab.store import csv_text
     from simlab.reporting.blocks import validate_real as blocks
     from simlab.reporting.markdown import render_markdown
 

@@ -59,7 +59,7 @@ def test_every_output_is_rendered_from_the_committed_record(folder):
     """result.json loads back as the record, and report.md, summary.csv and verdict.json are what the renderers
     make of it: the record is the one source of every number in them."""
     from simlab import records
-    from simlab.experiments.tables import csv_text
+    from simlab.store import csv_text
     from simlab.reporting.blocks import validate_real as blocks
     from simlab.reporting.markdown import render_markdown
 

@@ -16,8 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from simlab import records
-from simlab.atomic import atomic_write_text
-from simlab.experiments.tables import csv_text
+from simlab.store import atomic_write_text
+from simlab.store import csv_text
 
 
 def table(rows: list, cls, columns: list[str] | None = None) -> str:

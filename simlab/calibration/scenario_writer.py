@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from simlab import records
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.calibration.fit import LogFit, format_duration, format_span
 from simlab.errors import CONFIG_MAX_BYTES, InputError, read_text
 

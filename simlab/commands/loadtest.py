@@ -66,8 +66,8 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from simlab.atomic import atomic_write_text
-    from simlab.experiments.tables import csv_text
+    from simlab.store import atomic_write_text
+    from simlab.store import csv_text
     from simlab.outputs import output_folder
     from simlab.realcheck.loadtest import TABLE_COLUMNS, TOKEN_COLUMNS, run_loadtest
     from simlab.realcheck.urls import check_url
@@ -90,7 +90,7 @@ def fit_and_snippet(out, max_num_seqs: int) -> str:
     return the backend snippet."""
     from dataclasses import replace
 
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
     from simlab.calibration.files import store_gpu
     from simlab.calibration.gpu import backend_toml
     from simlab.calibration.run import run_calibrate_gpu

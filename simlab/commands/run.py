@@ -22,10 +22,11 @@ def main(args) -> int:
     out = out_dir(args, scenario, f"run-{options.policy}")
     capacity_check(scenario)
 
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
     from simlab.experiments.metrics import metric_columns
     from simlab.experiments.runner import Job, run_jobs
-    from simlab.experiments.tables import csv_text, fmt_num, text_table
+    from simlab.experiments.tables import fmt_num, text_table
+    from simlab.store import csv_text
 
     jobs = [Job(options.policy, options, s, keep_tasks=True, tasks_format=args.tasks) for s in run_seeds]
     rows = run_jobs(scenario, jobs, out, workers, progress=not args.quiet, scheduler=args.scheduler_address)

@@ -60,9 +60,9 @@ def main(args) -> int:
     from pathlib import Path
 
     from simlab import records
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
     from simlab.commands.common import policy_list
-    from simlab.experiments.tables import csv_text
+    from simlab.store import csv_text
     from simlab.outputs import default_folder
     from simlab.realcheck.validate import run_validate_real
     from simlab.reporting.blocks import validate_real as blocks

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
-from simlab.experiments.tables import csv_text
+from simlab.store import atomic_write_text
+from simlab.store import csv_text
 from simlab.records import DecideRecord, save
 
 BEST, CANDIDATE = "best-options.json", "candidate-options-NOT-VALIDATED.json"

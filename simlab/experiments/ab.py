@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.experiments.metrics import LIFECYCLE_FILL, SUMMARY_COLUMNS, metric_columns
 from simlab.experiments.runner import Job, run_jobs
 from simlab.experiments.stats import intervals_overlap, mean_ci, paired
-from simlab.experiments.tables import csv_text
+from simlab.store import csv_text
 from simlab.policies import SchedulerOptions
 from simlab.records import (VERDICT_COLUMNS, AbRecord, Comparison, Criteria, Interval, PolicyAggregate, RunMetrics,
                             Verdict, columns, save)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simlab.atomic import atomic_open
+from simlab.store import atomic_open
 from simlab.policies.base import BATCH, INTERACTIVE
 from simlab.world.engine import SimResult
 from simlab.world.tasktable import OUTCOMES

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from simlab import fingerprint
-from simlab.atomic import atomic_open, atomic_write_text
+from simlab.store import atomic_open, atomic_write_text
 from simlab.experiments.metrics import summarize
 from simlab.experiments.runfiles import TASK_FILES
-from simlab.experiments.tables import csv_cell
+from simlab.store import csv_cell
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.engine import SERIES_COLUMNS, Engine, SimResult

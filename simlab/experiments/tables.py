@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-from simlab.store import PRECISION, csv_cell, csv_text, significant  # noqa: F401  (transitional)
-
 
 def fmt_num(x, digits: int = 1) -> str:
     """A number as tables show it: thousands separated, whole from 100 up, `digits` decimals below.

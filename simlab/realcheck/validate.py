@@ -177,8 +177,8 @@ def _engine_scheduling(scenario, engine_priority: bool, node_policies):
 def _simulate(inputs: Inputs, node_policies, out: Path) -> dict[str, list[dict]]:
     """Each policy simulated on exactly the tasks (simulated/), its options exported (options/), and the tasks
     written for the Node driver (tasks.csv)."""
-    from simlab.atomic import atomic_write_text
-    from simlab.experiments.tables import csv_text
+    from simlab.store import atomic_write_text
+    from simlab.store import csv_text
 
     sims = {}
     for p, options in inputs.options.items():
@@ -196,7 +196,7 @@ def _simulate(inputs: Inputs, node_policies, out: Path) -> dict[str, list[dict]]
 def _run(inputs: Inputs, policy: str, driver: str, k: int, model: str | None, kept_only: bool, out: Path,
          progress) -> Run:
     """Run k of one policy through one driver: kept when its key matches, else measured (and kept)."""
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
 
     label = policy if driver == RUNTIME else f"{policy} (article JS)"
     path = out / "measured" / f"{policy}{'-node' if driver == ARTICLE_JS else ''}-run{k}.csv"
@@ -241,8 +241,8 @@ def _measure(target, model, options, tasks, max_seconds, driver, out, policy, pa
              priorities=None) -> list[dict]:
     """One run through one driver, its records written to `path`. A run in which no request completed is refused
     and not written: the server accepted connections but never answered."""
-    from simlab.atomic import atomic_write_text
-    from simlab.experiments.tables import csv_text
+    from simlab.store import atomic_write_text
+    from simlab.store import csv_text
 
     tmp = path.with_suffix(".partial.csv")
     if driver == RUNTIME:

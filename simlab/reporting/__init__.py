@@ -32,7 +32,7 @@ def output_paths(dirs: list[str], out: str | None, first_source: Path | None = N
 
 def build_report(dirs: list[str], out: str | None = None, title: str | None = None) -> tuple[Path, Path, dict]:
     """Read `dirs`, write the HTML and Markdown reports; returns their paths and a summary for the terminal."""
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
     from simlab.errors import InputError
     from simlab.outputs import output_file
     from simlab.reporting.collect import collect

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
-from simlab.atomic import atomic_write_text
-from simlab.experiments.tables import csv_text
+from simlab.store import atomic_write_text
+from simlab.store import csv_text
 from simlab.records import TrialPoint, TuneConfig, TuneDecision, TuneRecord, columns, save
 from simlab.tuning.study import TuneContext, trials_by_slot
 from simlab.tuning.validation import completed, feasible, holdout_seeds

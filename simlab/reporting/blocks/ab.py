@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.experiments.tables import fmt_num, text_table
 from simlab.records import AbRecord, Comparison, Criteria, Interval, Verdict
 from simlab.reporting.words import capacity_verdict, describe

@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.experiments.tables import fmt_num
 from simlab.records import CalibrationRecord, Knee
 from simlab.reporting import words

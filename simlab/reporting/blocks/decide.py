@@ -163,7 +163,7 @@ def decide_blocks(r, level: int = 2, base: Path | None = None) -> list:
 
 
 def write_report(r, out: Path) -> Path:
-    from simlab.atomic import atomic_write_text
+    from simlab.store import atomic_write_text
     from simlab.reporting.markdown import render_markdown
 
     doc = Document(f"Decision: {r.scenario}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.calibration.fit import format_duration, format_span
 from simlab.records import ArrivalSummary, FitRecord, FitValidation, LengthSummary
 from simlab.reporting import words

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.calibration.gpu import MEASURE_LABELS, step_toml
 from simlab.records import GpuFitRecord, HeldOutCheck, StepParameters
 from simlab.reporting import words

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simlab.atomic import atomic_write_text
+from simlab.store import atomic_write_text
 from simlab.experiments.tables import fmt_num, text_table
 from simlab.records import Interval, TuneRecord
 from simlab.reporting import words

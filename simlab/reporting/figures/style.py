@@ -17,7 +17,7 @@ from matplotlib import colors as mcolors
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from simlab.atomic import atomic_write_bytes
+from simlab.store import atomic_write_bytes
 
 DPI = 150
 WIDE = (13.0, 7.3)  # 16:9, 1950 x 1095 px at DPI
