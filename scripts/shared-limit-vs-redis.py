@@ -16,11 +16,12 @@ limiter = "shared" and balancer = "round-robin", no crashes. For each seed:
     Runtime times are divided by the scale before comparison.
 
 Reported per seed and as mean and spread over seeds: interactive P95 end-to-end latency, mean queue wait per class
-(start of service minus arrival), batch throughput (batch tasks ended by duration_ms, per second), the peak in flight
+(start of service minus arrival; in the runtime minus the actual submit, so the harness's timer lateness is not
+counted as waiting), the share of each class that waited more than 5 ms, batch throughput (batch tasks ended by duration_ms, per second), the peak in flight
 across all processes (from their own start/end logs, one system-wide monotonic clock) against maxConcurrency, and
-the runtime's own overheads: the lag of a task's start behind the moment the simulation would allow is not
-observable directly, so each process reports its timer lateness (actual minus intended arrival, p50/p99) and the
-round trip of one limiter step (p50/p99), the measurements that explain a gap.
+the runtime's own overheads, the measurements that explain a gap: the round trip of one limiter step, the
+harness's timer lateness (actual minus intended submit), the overrun of the service sleeps, and the grant lag (see
+`overheads`).
 
 Bounded: each runtime run ends by duration * scale + a grace; a worker that overruns is killed and the run fails.
 Load goes only to the loopback Redis given (checked).
@@ -47,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 DEFAULT_SCENARIO = ROOT / "docs" / "many-instances" / "shared-vs-redis.toml"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+WAITED_MS = 5.0  # "waited": started more than this (scenario ms) after it arrived
 START_DELAY_S = 1.5  # every worker connects first, then all begin at one agreed monotonic instant
 
 
@@ -74,7 +76,8 @@ async def instance(job: dict) -> dict:
     limiter._call = timed_call
     loop = asyncio.get_running_loop()
     t0 = job["t0"]  # time.monotonic() instant of scenario time 0 (the loop's clock is time.monotonic)
-    rows: list[list] = []  # kind, arrival (scenario ms), start (scenario ms), end (scenario ms), lateness ms
+    # kind, submitted, started, ended (scenario ms from the monotonic clock), submit lateness (wall ms), service ms
+    rows: list[list] = []
     await asyncio.sleep(max(0.0, t0 - time.monotonic()))
 
     def scenario_ms(mono: float) -> float:
@@ -86,7 +89,8 @@ async def instance(job: dict) -> dict:
         row[3] = scenario_ms(time.monotonic())
 
     async def caller(kind: str, arrival_ms: float, service_ms: float) -> None:
-        row = [kind, arrival_ms, math.nan, math.nan, (scenario_ms(time.monotonic()) - arrival_ms) * scale]
+        now = scenario_ms(time.monotonic())
+        row = [kind, now, math.nan, math.nan, (now - arrival_ms) * scale, service_ms]
         rows.append(row)
         await sched.submit(kind, work, service_ms, row)
 
@@ -127,6 +131,10 @@ def measures(kinds, arrival, start, end, duration_ms: float) -> dict:
         "batch_wait_ms": float(np.mean((start - arrival)[batch & done])),
         "batch_per_s": float(np.sum(batch & done & (end <= duration_ms))) / (duration_ms / 1000),
         "peak_in_flight": peak(start[done], end[done]),
+        "interactive_waited_pct": float(np.mean((start - arrival)[inter & done] > WAITED_MS)) * 100,
+        "batch_waited_pct": float(np.mean((start - arrival)[batch & done] > WAITED_MS)) * 100,
+        "tasks": int(len(kinds)),
+        "completed": int(np.sum(done)),
     }
 
 
@@ -190,13 +198,36 @@ def on_redis(scenario, seed: int, url: str, scale: float, grace_s: float, window
             outs.append(json.loads(out.strip().splitlines()[-1]))
     drop_keys(url, prefix)
     rows = [r for o in outs for r in o["rows"]]
-    kinds, arrival, start, end, late = zip(*rows)
-    result = measures(kinds, arrival, start, end, scenario.duration_ms)
+    kinds, submitted, start, end, late, service = zip(*rows)
+    result = measures(kinds, submitted, start, end, scenario.duration_ms)
+    result.update(overheads(kinds, submitted, start, end, service, scale))
     steps = [s for o in outs for s in o["steps_ms"]]
     result.update(step_p50_ms=quantile(steps, 0.5), step_p99_ms=quantile(steps, 0.99), steps=len(steps),
                   late_p50_ms=quantile(late, 0.5), late_p99_ms=quantile(late, 0.99),
                   fallbacks=sum(o["limiter"].get("fallbacks", 0) for o in outs))
     return result
+
+
+def overheads(kinds, submitted, start, end, service, scale: float) -> dict:
+    """What the runtime adds that the simulation (shared_delay_ms = 0) does not have, in wall ms:
+    - service overrun: how much longer `asyncio.sleep(service)` took than asked (timer granularity, a busy CPU);
+    - grant lag: from the moment a task could have started (its submit, or the last end anywhere in all
+      processes before its start, whichever is later) to its start: in the simulation every task starts at such
+      an instant (lag 0); in the runtime it is the Redis round trip of the grant, plus the pub/sub hop and the next
+      step when the freed slot was another instance's."""
+    import numpy as np
+
+    kinds, submitted, start, end, service = (np.asarray(x) for x in (kinds, submitted, start, end, service))
+    ends = np.sort(end)
+    before = np.searchsorted(ends, start, side="left") - 1  # the last end strictly before each start
+    last_end = np.where(before >= 0, ends[np.maximum(before, 0)], -np.inf)
+    lag = (start - np.maximum(submitted, last_end)) * scale
+    over = ((end - start) - service) * scale
+    inter = kinds == "interactive"
+    return {"service_overrun_p50_ms": quantile(over, 0.5), "service_overrun_p99_ms": quantile(over, 0.99),
+            "grant_lag_interactive_p50_ms": quantile(lag[inter], 0.5),
+            "grant_lag_interactive_p95_ms": quantile(lag[inter], 0.95),
+            "grant_lag_batch_p50_ms": quantile(lag[~inter], 0.5)}
 
 
 def drop_keys(url: str, prefix: str) -> None:
@@ -266,6 +297,8 @@ def main() -> None:
     for key, label in (("interactive_p95_ms", "interactive P95 (ms)"),
                        ("interactive_wait_ms", "interactive mean queue wait (ms)"),
                        ("batch_wait_ms", "batch mean queue wait (ms)"),
+                       ("interactive_waited_pct", f"interactive tasks waiting > {WAITED_MS:g} ms (%)"),
+                       ("batch_waited_pct", f"batch tasks waiting > {WAITED_MS:g} ms (%)"),
                        ("batch_per_s", "batch throughput (/s)"),
                        ("peak_in_flight", f"peak in flight (cap {cap})")):
         s = [p["sim"][key] for p in per_seed]
@@ -275,7 +308,12 @@ def main() -> None:
     for key, label in (("step_p50_ms", "limiter step round trip p50 (ms, wall)"),
                        ("step_p99_ms", "limiter step round trip p99 (ms, wall)"),
                        ("late_p50_ms", "arrival timer lateness p50 (ms, wall)"),
-                       ("late_p99_ms", "arrival timer lateness p99 (ms, wall)")):
+                       ("late_p99_ms", "arrival timer lateness p99 (ms, wall)"),
+                       ("service_overrun_p50_ms", "service sleep overrun p50 (ms, wall)"),
+                       ("service_overrun_p99_ms", "service sleep overrun p99 (ms, wall)"),
+                       ("grant_lag_interactive_p50_ms", "interactive grant lag p50 (ms, wall)"),
+                       ("grant_lag_interactive_p95_ms", "interactive grant lag p95 (ms, wall)"),
+                       ("grant_lag_batch_p50_ms", "batch grant lag p50 (ms, wall)")):
         print(f"| {label} | - | {spread([p['redis'][key] for p in per_seed])} | |")
     if args.out:
         Path(args.out).write_text(json.dumps(per_seed, indent=1))
