@@ -21,7 +21,9 @@ counted as waiting), the share of each class that waited more than 5 ms, batch t
 across all processes (from their own start/end logs, one system-wide monotonic clock) against maxConcurrency, and
 the runtime's own overheads, the measurements that explain a gap: the round trip of one limiter step, the
 harness's timer lateness (actual minus intended submit), the overrun of the service sleeps, and the grant lag (see
-`overheads`).
+`overheads`). A last column re-simulates the same tasks with every service time lengthened by the runtime's
+measured median cost per task (sleep overrun + interactive grant lag, divided by the scale): if that closes the gap,
+the gap is the runtime's per-grant overhead, not a difference in who the limiter lets through.
 
 Bounded: each runtime run ends by duration * scale + a grace; a worker that overruns is killed and the run fails.
 Load goes only to the loopback Redis given (checked).
@@ -147,10 +149,17 @@ def peak(start, end) -> int:
     return most
 
 
-def simulated(scenario, options, seed: int) -> dict:
-    from simlab.world.engine import simulate
+def simulated(scenario, options, seed: int, extra_service_ms: float = 0.0) -> dict:
+    """The simulation's measures; with `extra_service_ms`, of the same tasks each served that much longer."""
+    from simlab.world.engine import Engine
+    from simlab.world.workloads import open_loop_tasks
 
-    table = simulate(scenario, options, seed).table
+    tasks = None
+    if extra_service_ms:
+        tasks = open_loop_tasks(scenario, seed)
+        for task in tasks:
+            task.service_ms += extra_service_ms
+    table = Engine(scenario, options, seed, tasks=tasks).run().table
     kinds = table.kinds()
     return measures(kinds, table["arrival_ms"], table["start_ms"], table["end_ms"], scenario.duration_ms)
 
@@ -248,6 +257,11 @@ def spread(values) -> str:
     return f"{mean:.1f} [{min(values):.1f}, {max(values):.1f}]"
 
 
+def gap_pct(values, base) -> str:
+    b = statistics.fmean(base)
+    return f"{(statistics.fmean(values) / b - 1) * 100:+.1f}%" if b else "n/a"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO))
@@ -286,14 +300,20 @@ def main() -> None:
     for seed in args.seeds:
         sim = simulated(scenario, options, seed)
         run = on_redis(scenario, seed, args.redis, args.time_scale, args.grace_s, args.window)
-        per_seed.append({"seed": seed, "sim": sim, "redis": run})
+        # the runtime's measured cost per task (median sleep overrun + median grant lag), in scenario ms
+        extra = (run["service_overrun_p50_ms"] + run["grant_lag_interactive_p50_ms"]) / args.time_scale
+        plus = simulated(scenario, options, seed, extra)
+        plus["extra_service_ms"] = extra
+        per_seed.append({"seed": seed, "sim": sim, "redis": run, "sim_plus_overhead": plus})
         print(f"seed {seed}: sim {json.dumps(sim)}\n        redis {json.dumps(run)}", flush=True)
 
     cap = options.max_concurrency
     print(f"\n{scenario.name}: {gw.instances} instances, cap {cap}, time scale {args.time_scale}, "
           f"runtime window {args.window}, seeds {' '.join(map(str, args.seeds))} (mean [min, max])\n")
-    print("| measure | simulation (shared_delay_ms = %g) | runtime on Redis | gap |" % gw.shared_delay_ms)
-    print("|---|---|---|---|")
+    extra = statistics.fmean(p["sim_plus_overhead"]["extra_service_ms"] for p in per_seed)
+    print("| measure | simulation (shared_delay_ms = %g) | runtime on Redis | gap | simulation, service + %.1f ms "
+          "(the runtime's cost per task) | its gap to the runtime |" % (gw.shared_delay_ms, extra))
+    print("|---|---|---|---|---|---|")
     for key, label in (("interactive_p95_ms", "interactive P95 (ms)"),
                        ("interactive_wait_ms", "interactive mean queue wait (ms)"),
                        ("batch_wait_ms", "batch mean queue wait (ms)"),
@@ -303,8 +323,8 @@ def main() -> None:
                        ("peak_in_flight", f"peak in flight (cap {cap})")):
         s = [p["sim"][key] for p in per_seed]
         r = [p["redis"][key] for p in per_seed]
-        gap = (statistics.fmean(r) / statistics.fmean(s) - 1) * 100 if statistics.fmean(s) else math.nan
-        print(f"| {label} | {spread(s)} | {spread(r)} | {gap:+.1f}% |")
+        x = [p["sim_plus_overhead"][key] for p in per_seed]
+        print(f"| {label} | {spread(s)} | {spread(r)} | {gap_pct(r, s)} | {spread(x)} | {gap_pct(r, x)} |")
     for key, label in (("step_p50_ms", "limiter step round trip p50 (ms, wall)"),
                        ("step_p99_ms", "limiter step round trip p99 (ms, wall)"),
                        ("late_p50_ms", "arrival timer lateness p50 (ms, wall)"),
@@ -314,7 +334,7 @@ def main() -> None:
                        ("grant_lag_interactive_p50_ms", "interactive grant lag p50 (ms, wall)"),
                        ("grant_lag_interactive_p95_ms", "interactive grant lag p95 (ms, wall)"),
                        ("grant_lag_batch_p50_ms", "batch grant lag p50 (ms, wall)")):
-        print(f"| {label} | - | {spread([p['redis'][key] for p in per_seed])} | |")
+        print(f"| {label} | - | {spread([p['redis'][key] for p in per_seed])} | | | |")
     if args.out:
         Path(args.out).write_text(json.dumps(per_seed, indent=1))
 
