@@ -109,10 +109,30 @@ async def instance(job: dict) -> dict:
 
 
 # --- the parent: draw, simulate, spawn, compare --------------------------------------------------------------
-def check_loopback(url: str) -> None:
-    host = urlsplit(url).hostname
+def fail(message: str) -> None:
+    """Bad input or an unusable Redis: one line, exit code 2, no traceback."""
+    print(f"shared-limit-vs-redis: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_redis(url: str) -> None:
+    """Loopback only, and answering (a bounded ping) before any process starts."""
+    import redis
+
+    from simlab.runtime.shared import redact
+
+    try:
+        host = urlsplit(url).hostname
+    except ValueError as exc:
+        fail(f"--redis {redact(url)}: not a URL ({exc})")
     if host not in LOOPBACK:
-        sys.exit(f"--redis {url}: load goes to loopback only (127.0.0.1, localhost, ::1), found host {host!r}")
+        fail(f"--redis {redact(url)}: load goes to loopback only (127.0.0.1, localhost, ::1), found host {host!r}")
+    try:
+        r = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        r.ping()
+        r.close()
+    except (redis.RedisError, ValueError) as exc:
+        fail(f"--redis {redact(url)}: Redis does not answer ({exc})")
 
 
 def quantile(values, q: float) -> float:
@@ -201,9 +221,9 @@ def on_redis(scenario, seed: int, url: str, scale: float, grace_s: float, window
             except subprocess.TimeoutExpired:
                 for q in procs:
                     q.kill()
-                sys.exit(f"a runtime worker ran past {bound_s:.0f} s; stopped (load too high for the machine?)")
+                fail(f"a runtime worker ran past {bound_s:.0f} s and was stopped (machine too busy? raise --grace-s)")
             if p.returncode != 0:
-                sys.exit(f"a runtime worker failed:\n{err[-2000:]}")
+                fail(f"a runtime worker failed (exit {p.returncode}): {err.strip()[-2000:]}")
             outs.append(json.loads(out.strip().splitlines()[-1]))
     drop_keys(url, prefix)
     rows = [r for o in outs for r in o["rows"]]
@@ -276,10 +296,13 @@ def main() -> None:
     ap.add_argument("--out", help="write the per-seed numbers here as JSON")
     args = ap.parse_args()
     if not args.redis:
-        sys.exit("give --redis URL (or set SIMLAB_TEST_REDIS)")
-    check_loopback(args.redis)
+        fail("give --redis URL (or set SIMLAB_TEST_REDIS; scripts/ensure-redis.sh starts one)")
     if not 0.05 <= args.time_scale <= 10:
-        sys.exit(f"--time-scale must be within [0.05, 10] (found {args.time_scale})")
+        fail(f"--time-scale must be within [0.05, 10] (found {args.time_scale})")
+    if not 0 < args.grace_s <= 600:
+        fail(f"--grace-s must be within (0, 600] (found {args.grace_s})")
+    if not 1 <= len(args.seeds) <= 20:
+        fail(f"--seeds takes 1 to 20 seeds (found {len(args.seeds)})")
 
     from simlab.errors import InputError
     from simlab.policies import options_from_dict
@@ -288,13 +311,14 @@ def main() -> None:
     try:
         scenario = load_scenario(args.scenario)
     except InputError as exc:
-        sys.exit(str(exc))
+        fail(str(exc))
     gw = scenario.gateway
     if gw is None or gw.limiter != "shared" or gw.balancer != "round-robin" or gw.crash_at_ms or gw.mtbf_ms:
-        sys.exit(f"{args.scenario}: [gateway] needs limiter = \"shared\", balancer = \"round-robin\" and no crashes")
+        fail(f"{args.scenario}: [gateway] needs limiter = \"shared\", balancer = \"round-robin\" and no crashes")
     if any(type(w.arrivals).__name__ == "ClosedLoop" for w in scenario.workload):
-        sys.exit(f"{args.scenario}: closed-loop arrivals cannot be replayed; use open-loop workloads")
+        fail(f"{args.scenario}: closed-loop arrivals cannot be replayed; use open-loop workloads")
     options = options_from_dict(scenario.scheduler)
+    check_redis(args.redis)
 
     per_seed = []
     for seed in args.seeds:

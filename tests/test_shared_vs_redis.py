@@ -14,12 +14,12 @@ import pytest
 from tests.helpers import ROOT
 from tests.redis_support import redis_url
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
 SCRIPT = ROOT / "scripts" / "shared-limit-vs-redis.py"
 SCENARIO = ROOT / "docs" / "many-instances" / "shared-vs-redis.toml"
 
 
+@pytest.mark.redis
+@pytest.mark.slow
 def test_two_instances_on_redis_match_the_simulation_and_hold_the_cap(tmp_path):
     url = redis_url()
     short = tmp_path / "short.toml"
@@ -37,3 +37,14 @@ def test_two_instances_on_redis_match_the_simulation_and_hold_the_cap(tmp_path):
     assert run["peak_in_flight"] <= 4
     assert run["fallbacks"] == 0
     assert 0.5 < run["interactive_p95_ms"] / sim["interactive_p95_ms"] < 2
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--redis", "redis://10.0.0.1:6379/0"], "load goes to loopback only"),
+    (["--redis", "redis://127.0.0.1:6379/0", "--time-scale", "0"], "--time-scale must be within"),
+    ([str(ROOT / "scenarios" / "many-gateways.toml"), "--redis", "redis://127.0.0.1:6379/0"], 'limiter = "shared"'),
+])
+def test_bad_input_is_one_line_and_exit_2(args, says):
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert says in proc.stderr and "Traceback" not in proc.stderr
