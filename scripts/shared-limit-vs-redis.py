@@ -7,7 +7,7 @@
 SCENARIO (default docs/many-instances/shared-vs-redis.toml) must have open-loop arrivals only, a [gateway] with
 limiter = "shared" and balancer = "round-robin", no crashes. For each seed:
 
-(a) the simulation runs the scenario (`simlab.world.engine.simulate`);
+(a) the simulation runs the scenario (`simlab.world.engine.Engine`);
 (b) the same tasks (`simlab.world.workloads.open_loop_tasks`, same seed: same arrivals and service times) are dealt
     round-robin in arrival order to N processes (as the simulated balancer does), each a `simlab.runtime.Scheduler`
     with one `RedisLimiter` on the given Redis; each process submits its tasks at their arrival times and the work
@@ -17,8 +17,8 @@ limiter = "shared" and balancer = "round-robin", no crashes. For each seed:
 
 Reported per seed and as mean and spread over seeds: interactive P95 end-to-end latency, mean queue wait per class
 (start of service minus arrival; in the runtime minus the actual submit, so the harness's timer lateness is not
-counted as waiting), the share of each class that waited more than 5 ms, batch throughput (batch tasks ended by duration_ms, per second), the peak in flight
-across all processes (from their own start/end logs, one system-wide monotonic clock) against maxConcurrency, and
+counted as waiting), the share of each class that waited more than 5 ms, batch throughput (batch tasks ended by
+duration_ms, per second), the peak in flight across all processes (from their own start/end logs, one system-wide monotonic clock) against maxConcurrency, and
 the runtime's own overheads, the measurements that explain a gap: the round trip of one limiter step, the
 harness's timer lateness (actual minus intended submit), the overrun of the service sleeps, and the grant lag (see
 `overheads`). A last column re-simulates the same tasks with every service time lengthened by the runtime's
@@ -203,29 +203,35 @@ def on_redis(scenario, seed: int, url: str, scale: float, grace_s: float, window
     prefix = f"simlab:vs:{uuid.uuid4().hex[:8]}"
     t0 = time.monotonic() + START_DELAY_S
     bound_s = START_DELAY_S + scenario.duration_ms * scale / 1000 + grace_s
-    with tempfile.TemporaryDirectory() as tmp:
-        procs = []
-        for i in range(n):
-            job = {"url": url, "prefix": prefix, "number": i, "instances": n, "lease_ms": gw.lease_ms,
-                   "scale": scale, "t0": t0, "window": window, "options": scaled_options(scenario.scheduler, scale),
-                   "tasks": [[t.kind, t.arrival_ms, t.service_ms] for t in tasks[i::n]]}
-            path = Path(tmp) / f"job{i}.json"
-            path.write_text(json.dumps(job))
-            procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)], cwd=ROOT,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = []
-        deadline = time.monotonic() + bound_s
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                fail(f"a runtime worker ran past {bound_s:.0f} s and was stopped (machine too busy? raise --grace-s)")
-            if p.returncode != 0:
-                fail(f"a runtime worker failed (exit {p.returncode}): {err.strip()[-2000:]}")
-            outs.append(json.loads(out.strip().splitlines()[-1]))
-    drop_keys(url, prefix)
+    procs: list[subprocess.Popen] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(n):
+                job = {"url": url, "prefix": prefix, "number": i, "instances": n, "lease_ms": gw.lease_ms,
+                       "scale": scale, "t0": t0, "window": window,
+                       "options": scaled_options(scenario.scheduler, scale),
+                       "tasks": [[t.kind, t.arrival_ms, t.service_ms] for t in tasks[i::n]]}
+                path = Path(tmp) / f"job{i}.json"
+                path.write_text(json.dumps(job))
+                procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)], cwd=ROOT,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            outs = []
+            deadline = time.monotonic() + bound_s
+            for p in procs:
+                try:
+                    out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    fail(f"a runtime worker ran past {bound_s:.0f} s and was stopped (machine too busy? "
+                         "raise --grace-s)")
+                if p.returncode != 0:
+                    fail(f"a runtime worker failed (exit {p.returncode}): {err.strip()[-2000:]}")
+                outs.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:  # on any failure, the other workers this run started stop too
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        drop_keys(url, prefix)
     rows = [r for o in outs for r in o["rows"]]
     kinds, submitted, start, end, late, service = zip(*rows)
     result = measures(kinds, submitted, start, end, scenario.duration_ms)
