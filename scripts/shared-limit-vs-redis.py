@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_SCENARIO = ROOT / "docs" / "many-instances" / "shared-vs-redis.toml"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 WAITED_MS = 5.0  # "waited": started more than this (scenario ms) after it arrived
-START_DELAY_S = 1.5  # every worker connects first, then all begin at one agreed monotonic instant
+START_DELAY_S = 4.0  # every worker starts and connects first, then all begin at one agreed monotonic instant
 
 
 # --- the runtime side: one gateway instance per process ------------------------------------------------------
@@ -80,7 +80,8 @@ async def instance(job: dict) -> dict:
     t0 = job["t0"]  # time.monotonic() instant of scenario time 0 (the loop's clock is time.monotonic)
     # kind, submitted, started, ended (scenario ms from the monotonic clock), submit lateness (wall ms), service ms
     rows: list[list] = []
-    await asyncio.sleep(max(0.0, t0 - time.monotonic()))
+    slack_s = t0 - time.monotonic()  # < 0: this worker was not ready at time 0 (its first arrivals would bunch)
+    await asyncio.sleep(max(0.0, slack_s))
 
     def scenario_ms(mono: float) -> float:
         return (mono - t0) * 1000 / scale
@@ -105,7 +106,7 @@ async def instance(job: dict) -> dict:
     await asyncio.gather(*jobs)
     state = limiter.state().as_dict()
     await limiter.close()
-    return {"rows": rows, "steps_ms": steps, "limiter": state}
+    return {"rows": rows, "steps_ms": steps, "limiter": state, "ready_slack_s": slack_s}
 
 
 # --- the parent: draw, simulate, spawn, compare --------------------------------------------------------------
@@ -226,6 +227,9 @@ def on_redis(scenario, seed: int, url: str, scale: float, grace_s: float, window
                 if p.returncode != 0:
                     fail(f"a runtime worker failed (exit {p.returncode}): {err.strip()[-2000:]}")
                 outs.append(json.loads(out.strip().splitlines()[-1]))
+                if outs[-1]["ready_slack_s"] < 0:
+                    fail(f"a runtime worker was ready {-outs[-1]['ready_slack_s']:.1f} s after the common start "
+                         f"(machine too busy? raise START_DELAY_S, {START_DELAY_S} s)")
     finally:
         for p in procs:  # on any failure, the other workers this run started stop too
             if p.poll() is None:
