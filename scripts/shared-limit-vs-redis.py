@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_SCENARIO = ROOT / "docs" / "many-instances" / "shared-vs-redis.toml"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 WAITED_MS = 5.0  # "waited": started more than this (scenario ms) after it arrived
-START_DELAY_S = 4.0  # every worker starts and connects first, then all begin at one agreed monotonic instant
+START_DELAY_S = 10.0  # generous: a busy 2-core machine takes seconds to start a Python worker; every worker starts and connects first, then all begin at one agreed monotonic instant
 
 
 # --- the runtime side: one gateway instance per process ------------------------------------------------------
