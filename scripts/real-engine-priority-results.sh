@@ -14,7 +14,7 @@
 # Then fitted: calibration/step.toml, the step model refitted on this session (the load test, its decode step and
 # admit cost refitted on the FCFS control's runs: the priority arm's own runs are never fitted), and
 # validate-real-recalibrated/, the priority arm's kept runs re-simulated with it.
-# Measurements take an exclusive lock if FLOCK is set (e.g. FLOCK=/tmp/simlab-bench.lock).
+# Measurements take an exclusive lock if FLOCK is set (e.g. FLOCK="$TMPDIR/simlab-bench.lock", the lock make bench takes).
 # FITS_ONLY=1 skips the measurements and redoes the fits, comparisons and reports from the kept runs (no server).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -10,7 +10,7 @@
 # the validation is re-simulated with that fit (the measured runs are kept). A and B bracket the validation in
 # time, so a slow drift of this shared machine's speed does not bias the prediction; the validation's own runs are
 # never fitted. The held-out step-time check fits load test A alone and checks it on B (A vs B: test-retest).
-# Measurements take an exclusive lock if FLOCK is set (e.g. FLOCK=/tmp/simlab-bench.lock). FITS_ONLY=1 skips the
+# Measurements take an exclusive lock if FLOCK is set (e.g. FLOCK="$TMPDIR/simlab-bench.lock", the lock make bench takes). FITS_ONLY=1 skips the
 # measurements and redoes the fits and reports from the kept runs. After the measurements the engine is stopped, so
 # every later validate-real re-simulates from the kept runs (--kept-runs-only: the server is not contacted).
 set -euo pipefail
