@@ -144,7 +144,9 @@ def test_four_processes_never_exceed_the_cap_and_leak_nothing(prefix, tmp_path):
 
 def test_a_killed_process_gives_its_slots_back_within_the_lease(prefix, tmp_path):
     url, prefix = prefix
-    procs = start_workers(url, prefix, tmp_path, 5, "--long", "--rate", "8")
+    # the workers submit for 15 s: long enough that, on a loaded machine, they are still submitting when the
+    # victim's leases expire (start-up, filling the cap and one lease can take several seconds there)
+    procs = start_workers(url, prefix, tmp_path, 15, "--long", "--rate", "8")
     victim = procs[0][0]
     probe = Sampler(url, prefix, watch="w0/")
     try:
