@@ -20,8 +20,10 @@ os.umask(_UMASK)
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "w", **kwargs):
-    """Open a temporary file beside `path`; on success fsync it and rename it over `path`."""
+def atomic_open(path: str | Path, mode: str = "w", *, durable: bool = True, **kwargs):
+    """Open a temporary file beside `path`; on success fsync it (unless not `durable`) and rename it over `path`.
+    Not durable: for caches whose reader treats a damaged file as absent (after a power cut the rename may
+    reach the disk before the bytes); a kill leaves the old file or the new one either way."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -30,7 +32,8 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs):
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -38,8 +41,8 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs):
         raise
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    with atomic_open(path, "w", encoding="utf-8", newline="") as handle:
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:
+    with atomic_open(path, "w", durable=durable, encoding="utf-8", newline="") as handle:
         handle.write(text)
 
 

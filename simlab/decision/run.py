@@ -119,8 +119,10 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
 
     tuned, summaries = [], []
     for family in families:
+        # the reference and batch-absent runs on the search units are the same for every family: made once
         t = run_tune(scenario, base, out / tune_folder(family), trials=n_trials, workers=workers,
-                     progress=progress, validate=False, warn=warn, family=family)
+                     progress=progress, validate=False, warn=warn, family=family,
+                     search_runs=out / tune_folder("adaptive") / "search")
         tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
         summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, []))
     # the adaptive-only record stays what it was: its totals are the one family's

@@ -111,7 +111,7 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
                 saved = json.loads(done.read_text())
                 if saved.get("key") == key and _has_outputs(saved, job, run_dir):
                     return saved["metrics"]
-            except (json.JSONDecodeError, KeyError):
+            except (ValueError, KeyError, AttributeError):  # JSON or UTF-8 damage, or not a record
                 pass  # a damaged marker: run again
     world = scenario_variant(scenario, job.variant)
     # No per-task file: the run keeps only the columns its summary reads, and the summary frees them as it goes.
@@ -135,7 +135,9 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
         record = {"key": key, "label": job.label, "seed": job.seed, "variant": job.variant,
                   "options": job.options.to_json_dict(), "backend": result.backend_stats, "metrics": metrics,
                   "outputs": _outputs(job, files)}
-        atomic_write_text(run_dir / "run.json", json.dumps(record, indent=1, sort_keys=True, default=_json_default))
+        # a cache marker, not fsynced: a damaged one (a power cut) fails to parse above and the run is redone
+        atomic_write_text(run_dir / "run.json", json.dumps(record, indent=1, sort_keys=True, default=_json_default),
+                          durable=False)
     return metrics
 
 

@@ -59,13 +59,15 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
              storage: str | None = None, study: str | None = None, objective: str | None = None,
              mode: str | None = None, join: bool = False, progress: bool = True, force: bool = False,
              validate: bool = True, warn: Callable[[str], None] | None = None,
-             family: str = "adaptive") -> TuneRecord:
+             family: str = "adaptive", search_runs: Path | None = None) -> TuneRecord:
     """Tune, validate (unless `validate` is False), write the study's files and the record (result.json); the
     record (its report and figures are the caller's: simlab/reporting). `warn` receives warnings (the capacity
     of the traffic, the batch-absent floor). InputError when no policy can meet the SLO and `force` is not set
     (raised after the record is written, so the study and report are kept: the caller renders first, see
     `Refused`). `family` is the policy whose options are searched (simlab/tuning/space.py `family_space`): the
-    adaptive cap (what `simlab tune` searches) or a gateway gate (inside `simlab decide`)."""
+    adaptive cap (what `simlab tune` searches) or a gateway gate (inside `simlab decide`). `search_runs`: where the
+    reference and batch-absent runs on the search units go (default OUT/search); families tuned on the same
+    units share one folder, so those runs are made once."""
     from simlab.experiments import capacity
     from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
     from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
@@ -85,8 +87,6 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     seeds = list(range(tune.first_seed, tune.first_seed + tune.seeds))
     search_conds, held_conds = split(scenario)
     check_units(scenario)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = TuneContext(scenario, base, space, storage or f"sqlite:///{(out / 'study.db').resolve()}",
@@ -113,7 +113,8 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
 
     # The reference arm's batch throughput on the search units: the constraint's yardstick; and the interactive
     # P95 with batch absent, the floor no options can go below.
-    plan = Plan(scenario, search_conds, out / "search", workers, progress)
+    plan = Plan(scenario, search_conds, Path(search_runs) if search_runs is not None else out / "search", workers,
+                progress)
     plan.add_seeds(seeds)
     reference = ArmSpec("reference", base.with_changes(policy=tune.reference), "baseline")
     both = {w.kind for w in scenario.workload} == {"interactive", "batch"}

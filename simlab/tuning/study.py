@@ -2,9 +2,10 @@
 
 Trials are proposed in fixed-size batches: the sampler for trial slot k is seeded from (sampler_seed, k) and
 sees exactly the trials of earlier batches (and the running ones of its own), so the sequence of proposals
-does not depend on `--workers`, on timing, or on whether the study was interrupted. Workers evaluate a
-batch in parallel and each stores its own result in the study's storage as soon as it is done; a rerun
-after Ctrl-C or kill -9 finishes the interrupted batch with the parameters already stored, then goes on.
+does not depend on `--workers`, on timing, or on whether the study was interrupted. Workers run a batch's
+units (one job per trial x condition x seed, so no worker idles while another finishes a trial) and the
+controller stores each trial as soon as its last unit is done; a rerun after Ctrl-C or kill -9 finishes the
+interrupted batch with the parameters already stored, then goes on.
 """
 
 from __future__ import annotations
@@ -226,21 +227,25 @@ def abandon_half_made(study: optuna.Study) -> None:
             study.tell(t.number, state=TrialState.FAIL)
 
 
-# --- evaluation (runs in worker processes) -----------------------------------------------------------
-def evaluate(ctx: TuneContext, number: int) -> None:
-    storage = open_storage(ctx.storage_url)
-    study = optuna.load_study(study_name=ctx.study_name, storage=storage, sampler=make_sampler(ctx.tune.sampler_seed, 0))
-    trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
-    trial = storage.get_trial(trial_id)
-    if trial.state.is_finished():
-        return
+# --- evaluation -------------------------------------------------------------------------------------
+def trial_options(ctx: TuneContext, trial) -> SchedulerOptions:
+    """The options a trial runs: exactly what runs in production today for the enqueued defaults (a gate: as
+    `simlab ab --policies <gate>` runs it), else the trial's parameters."""
     if trial.user_attrs.get("origin") == "defaults":
-        # exactly what runs in production today (a gate: as `simlab ab --policies <gate>` runs it)
-        options = ctx.base.with_changes(policy=ctx.space.family)
-    else:
-        options = options_for(ctx.base, trial.params, ctx.scenario, ctx.space)
+        return ctx.base.with_changes(policy=ctx.space.family)
+    return options_for(ctx.base, trial.params, ctx.scenario, ctx.space)
+
+
+def unit_jobs(ctx: TuneContext, number: int, options: SchedulerOptions) -> list[tuple[Scenario, Job, None]]:
+    """A trial's runs: every search condition x search seed (`TuneContext.units` order)."""
+    return [(world, Job(f"trial-{number}", options, s), None) for _, world in ctx.worlds() for s in ctx.seeds]
+
+
+def record(ctx: TuneContext, study: optuna.Study, number: int, options: SchedulerOptions, per_seed: list[dict]) -> None:
+    """Store a trial's per-unit results and tell the study its value (FAIL when a value is not finite)."""
+    storage = study._storage
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
     metric = OBJECTIVE_METRIC[ctx.tune.objective]
-    per_seed = [execute(world, Job(f"trial-{number}", options, s), None) for _, world in ctx.worlds() for s in ctx.seeds]
     objective = [m[metric] for m in per_seed]
     throughput = [m["batch_throughput_per_min"] for m in per_seed]
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731  (plain mean: reproducible to the bit)
@@ -261,9 +266,45 @@ def evaluate(ctx: TuneContext, number: int) -> None:
     study.tell(number, [value, thr] if ctx.multi else value)
 
 
-def _evaluate_args(args):
-    evaluate(*args)
-    return args[1]
+def evaluate(ctx: TuneContext, number: int) -> None:
+    """Run one trial here and store its result (one process; `join` on many machines)."""
+    storage = open_storage(ctx.storage_url)
+    study = optuna.load_study(study_name=ctx.study_name, storage=storage, sampler=make_sampler(ctx.tune.sampler_seed, 0))
+    trial = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
+    if trial.state.is_finished():
+        return
+    options = trial_options(ctx, trial)
+    record(ctx, study, number, options, [execute(*cell) for cell in unit_jobs(ctx, number, options)])
+
+
+def _execute_cell(cell):
+    return execute(*cell)
+
+
+def evaluate_batch(ctx: TuneContext, study: optuna.Study, numbers: list[int], pool, progress=None) -> None:
+    """Run a batch of trials on the pool, one job per unit (so that no worker waits for another's trial), and
+    store each trial as soon as its last unit is done. The controller is the only writer of the storage."""
+    storage = study._storage
+    pending = {}
+    futures = {}
+    for number in numbers:
+        trial = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
+        if trial.state.is_finished():
+            continue
+        options = trial_options(ctx, trial)
+        cells = unit_jobs(ctx, number, options)
+        pending[number] = (options, [None] * len(cells), [len(cells)])
+        for k, cell in enumerate(cells):
+            futures[pool.submit(_execute_cell, cell)] = (number, k)
+    for future in as_completed(futures):
+        number, k = futures[future]
+        options, results, left = pending[number]
+        results[k] = future.result()
+        left[0] -= 1
+        if left[0] == 0:
+            record(ctx, study, number, options, results)
+            if progress:
+                progress(study)
 
 
 # --- the controller --------------------------------------------------------------------------------
@@ -289,11 +330,7 @@ def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -
                     if progress:
                         progress(study)
             else:
-                futures = [pool.submit(_evaluate_args, (ctx, n)) for n in todo]
-                for future in as_completed(futures):
-                    future.result()
-                    if progress:
-                        progress(study)
+                evaluate_batch(ctx, study, todo, pool, progress)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)

@@ -135,32 +135,57 @@ def read_azure(path: Path) -> pd.DataFrame:
     return out.sort_values("arrival_ms", kind="stable").reset_index(drop=True)
 
 
+_PARSED: dict = {}  # (format, path, size, mtime) -> the parsed trace, read once per process
+_PARSED_MAX = 8
+
+
+def parsed_trace(path: Path, fmt: str) -> pd.DataFrame:
+    """The whole trace file as a frame (every class), parsed once per process: every arm and seed of a plan
+    reads the same file, and parsing it is a sixth of a short run. A file changed since (size or mtime) is read
+    again. Callers must not modify the frame they get."""
+    st = path.stat()
+    key = (fmt, str(path), st.st_size, st.st_mtime_ns)
+    frame = _PARSED.get(key)
+    if frame is None:
+        frame = read_azure(path) if fmt == "azure" else _read_simlab_trace(path)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = frame
+    return frame
+
+
+def _read_simlab_trace(path: Path) -> pd.DataFrame:
+    import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
+
+    tasks, header = read_trace(path)
+    frame = pd.DataFrame(
+        {
+            "id": [t.id for t in tasks],
+            "row": np.arange(len(tasks)),
+            "arrival_ms": [t.arrival_ms for t in tasks],
+            "service_ms": [t.service_ms for t in tasks],
+            "kind": [t.kind for t in tasks],
+        }
+    )
+    for col in ("prompt_tokens", "output_tokens"):
+        if col in header:
+            raw = [t.payload[col] for t in tasks]
+            values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=float)
+            bad = np.flatnonzero(np.isnan(values) | (values < 0) | ~np.isfinite(values))
+            if len(bad):
+                k = int(bad[0])
+                raise InputError(path, f"id {tasks[k].id!r}", f"{col} {raw[k]!r} is not a non-negative number")
+            frame[col] = values
+    return frame
+
+
 def trace_rows(spec: Trace, kind: str, scenario: Scenario) -> pd.DataFrame:
     """Rows of a trace for one class: arrival_ms and service_ms and/or token counts."""
-    import pandas as pd  # lazy: a run without trace or empirical files never loads pandas
     path = scenario.resolve(spec.file)
     if spec.format == "azure":
-        frame = read_azure(path)
+        frame = parsed_trace(path, "azure")
     else:
-        tasks, header = read_trace(path)
-        frame = pd.DataFrame(
-            {
-                "id": [t.id for t in tasks],
-                "row": np.arange(len(tasks)),
-                "arrival_ms": [t.arrival_ms for t in tasks],
-                "service_ms": [t.service_ms for t in tasks],
-                "kind": [t.kind for t in tasks],
-            }
-        )
-        for col in ("prompt_tokens", "output_tokens"):
-            if col in header:
-                raw = [t.payload[col] for t in tasks]
-                values = np.asarray(pd.to_numeric(raw, errors="coerce"), dtype=float)
-                bad = np.flatnonzero(np.isnan(values) | (values < 0) | ~np.isfinite(values))
-                if len(bad):
-                    k = int(bad[0])
-                    raise InputError(path, f"id {tasks[k].id!r}", f"{col} {raw[k]!r} is not a non-negative number")
-                frame[col] = values
+        frame = parsed_trace(path, "simlab")
         frame = frame[frame["kind"] == kind].sort_values("arrival_ms", kind="stable")
     t = frame["arrival_ms"].to_numpy() - spec.offset_ms
     keep = t >= 0
