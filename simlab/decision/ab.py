@@ -14,7 +14,8 @@ from simlab.decision.frontier import (SHARE, backend_slots, exported_options, fr
                                       reference_label, static_label)
 from simlab.decision.racing import arms_of
 from simlab.decision.rule import judge
-from simlab.decision.run import arm_results, best_of
+from simlab.decision.racing import best_of
+from simlab.decision.run import arm_results
 from simlab.experiments.plan import P95, THR, Plan
 from simlab.experiments.stats import mean_ci
 from simlab.records import DecideRecord, Interval, Round, Unit
@@ -70,8 +71,8 @@ def ab_decision(scenario, options, result, out: Path | None, workers: int = 1, p
         settled_by="decided" if outcome.settled else "",
         unsettling=list(outcome.unsettling), seeds_needed=None, seeds_budget=len(result.seeds),
         rounds=[Round(len(result.seeds), len(arms), plan.runs, outcome.choice, outcome.tie_set, outcome.settled)],
-        best_static=best_of(arms, "static", rule, by.get(ref), defaults, bound, scenario),
-        best_adaptive=best_of(arms, "adaptive", rule, by.get(ref), defaults, bound, scenario),
+        best_static=best_of(arms, "static", rule, by.get(ref), defaults, bound, scenario.slo_p95_ms),
+        best_adaptive=best_of(arms, "adaptive", rule, by.get(ref), defaults, bound, scenario.slo_p95_ms),
         bound_p95=Interval.of(mean_ci(bound)) if bound is not None and len(bound) else None,
         confirmed=False, constraint_missed=False, slo_met=_slo(arms, outcome.choice, rule, scenario.slo_p95_ms),
         per_condition=[], exported=False, exit_code=0, runs=plan.runs, runs_exhaustive=plan.runs)

@@ -12,6 +12,12 @@ bounds the rule reads run in every round.
 Racing also stops when the tie set is the same after two rounds in a row (it has stopped changing) even though
 some arms are still undecided; the record says which criterion ended it.
 
+A long static frontier is refined rather than swept (`coarse_caps`): round 0 measures every cap up to 4 and a
+geometric grid above (ratio 1.4, the top and the reference cap always in); after each judgement, the cap halfway
+between two measured neighbours joins (measured on every unit so far) wherever either neighbour is still in
+contention, until no such gap is left. Caps between two neighbours that are both out are never measured: on a
+frontier whose P95 and throughput move with the cap, they lie between two arms already beaten.
+
 `exhaustive=True` measures every arm on every selection unit of the budget first, then judges the same rounds
 on the units of their seeds: the same rule on more runs, to check that racing gives the same answer
 (benchmarks/run.py counts the runs it saves).
@@ -24,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simlab.decision.compare import Arm
+from simlab.decision.compare import P95 as P95_AXIS, THR as THR_AXIS, Arm
 from simlab.decision.frontier import SHARE, exported_options
 from simlab.decision.rule import Frozen, Outcome, judge
 from simlab.experiments.plan import NO_BATCH, P95, THR, ArmSpec, Measurements, Plan
@@ -32,6 +38,21 @@ from simlab.records import Round
 
 
 FIRST_UNITS = 4  # the first round's units: enough for a t-test to put clearly worse arms out
+DENSE_CAPS = 8  # a frontier of at most this many caps is measured whole
+GRID_RATIO = 1.4  # above cap 4, the first round's caps grow by this factor
+
+
+def coarse_caps(caps: list[int], keep=()) -> set[int]:
+    """The static caps round 0 measures: all of a short frontier; else every cap up to 4, then a geometric grid
+    (each cap the first at least GRID_RATIO x the last one taken), the top and the caps in `keep`."""
+    if len(caps) <= DENSE_CAPS:
+        return set(caps)
+    out, last = set(), None
+    for c in caps:
+        if c <= 4 or last is None or c >= last * GRID_RATIO:
+            out.add(c)
+            last = c
+    return out | {caps[-1]} | {c for c in keep if c in caps}
 
 
 @dataclass
@@ -79,6 +100,39 @@ def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> N
             frozen[label] = Frozen(st, k)
 
 
+def best_of(arms: list[Arm], family: str, rule, reference, defaults, bound, slo_ms) -> str | None:
+    """The rule over one family alone (selection units): the best static cap, the best adaptive arm; when none
+    is feasible, the family's best arm on the rule's first axis (for the sentence's trade-off)."""
+    mine = [a for a in arms if a.family == family and a.measured]
+    if not mine:
+        return None
+    outcome = judge(mine, rule, reference, defaults, bound, slo_ms, settle=False)
+    if outcome.choice is not None:
+        return outcome.choice
+    first = P95_AXIS if rule.rule == "constrained" else THR_AXIS
+    sign = 1 if first == P95_AXIS else -1
+    return min(mine, key=lambda a: (sign * float(np.nanmean(a.values(first))), a.label)).label
+
+
+def refine(statics: list[ArmSpec], waiting: set[str], outcome: Outcome, frozen: dict[str, Frozen],
+           best_static: str | None = None) -> list[ArmSpec]:
+    """The waiting caps to measure now: the one halfway between each two measured neighbours of which at least
+    one is still in contention (not shown infeasible, not out on either axis) or is the best static cap (which
+    the answer names, so it is found as a full sweep would find it)."""
+    def contending(label: str) -> bool:
+        if label == best_static:
+            return True
+        st = frozen[label].standing if label in frozen else outcome.standings.get(label)
+        return st is None or not (st.feasible == "no" or st.tie == "out" or st.second == "out")
+
+    measured = [i for i, s in enumerate(statics) if s.label not in waiting]
+    out = []
+    for i, j in zip(measured, measured[1:]):
+        if j - i > 1 and (contending(statics[i].label) or contending(statics[j].label)):
+            out.append(statics[(i + j) // 2])
+    return out
+
+
 def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, reference: str | None, defaults: dict,
          slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
     """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
@@ -86,6 +140,10 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
     rounds in a row (the choice within it may still change with the tie-break). `exhaustive`: every arm on every unit first, then the same rounds judged on
     the units of their seeds (so the two answers are comparable)."""
     steps = schedule(first_seeds(rule, len(plan.conditions), budget), budget)
+    statics = sorted((s for s in specs if s.family == "static"), key=lambda s: s.cap)
+    ref_cap = [s.cap for s in statics if s.label == reference]
+    grid = coarse_caps([s.cap for s in statics], ref_cap) if not exhaustive else {s.cap for s in statics}
+    waiting = {s.label for s in statics if s.cap not in grid}  # caps refinement may still add
     frozen: dict[str, Frozen] = {}
     rounds: list[Round] = []
     done = 0
@@ -96,15 +154,28 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
         plan.run(specs + bounds)
     for k, n in enumerate(steps):
         units = plan.add_seeds(list(range(first_seed + done, first_seed + n)))
-        live = [s for s in specs if s.label not in frozen and (k == 0 or s.family != "baseline" or s.label == reference)]
+        live = [s for s in specs if s.label not in frozen and s.label not in waiting
+                and (k == 0 or s.family != "baseline" or s.label == reference)]
         before = start if k == 0 else plan.runs
         plan.run(live + (bounds if k == 0 else every_round), units)
         upto = len(plan.conditions) * n  # the units of the first n seeds (the plan orders units seed by seed)
-        arms = [a.on(slice(0, upto)) for a in arms_of(plan.measured, specs)]
-        by = {a.label: a for a in arms}
         bound = plan.measured.values(NO_BATCH, P95)[:upto] if bounds else None
-        outcome = judge(arms, rule, by.get(reference), defaults, bound, slo_ms, frozen)
-        unchanged = bool(rounds) and rounds[-1].tie_set == outcome.tie_set
+        refined = False
+        while True:  # judge; refine the frontier where it is in contention; judge again, until nothing joins
+            arms = [a.on(slice(0, upto)) for a in arms_of(plan.measured, specs)]
+            by = {a.label: a for a in arms}
+            outcome = judge([a for a in arms if a.label not in waiting], rule, by.get(reference), defaults, bound,
+                            slo_ms, frozen)
+            best = best_of([a for a in arms if a.label not in waiting], "static", rule, by.get(reference), defaults,
+                           bound, slo_ms) if waiting else None
+            joining = refine(statics, waiting, outcome, frozen, best)
+            if not joining:
+                break
+            waiting -= {s.label for s in joining}
+            live += joining
+            refined = True
+            plan.run(joining)  # on every unit so far: compared on the same units as the others
+        unchanged = bool(rounds) and not refined and rounds[-1].tie_set == outcome.tie_set
         stable = outcome.settled or unchanged
         rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
                             outcome.tie_set, stable))

@@ -24,7 +24,7 @@ import numpy as np
 from simlab.decision.compare import P95, THR, Arm, alpha_of, axes, dominators, p_above, p_below
 from simlab.decision.families import families_of, tune_folder, tuned_families
 from simlab.decision.frontier import backend_slots, decide_specs, exported_options, reference_label
-from simlab.decision.racing import arms_of, race
+from simlab.decision.racing import arms_of, best_of, race
 from simlab.decision.rule import judge
 from simlab.errors import InputError
 from simlab.experiments.plan import NO_BATCH, Measurements, Plan, bound_specs
@@ -65,10 +65,10 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
     outcome = raced.outcome
     by = {a.label: a for a in raced.arms}
-    best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario)
-    best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario)
+    best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
+    best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
     # every other family's best arm is confirmed too: each family is judged on the same confirmation units
-    best_family = [best_of(raced.arms, f, rule, by.get(reference), defaults, raced.bound_p95, scenario)
+    best_family = [best_of(raced.arms, f, rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
                    for f in families if f != "adaptive"]
 
     cplan = Plan(scenario, held, out / "confirmation", workers, progress, scheduler)
@@ -173,20 +173,6 @@ def confirm_choice(cplan: Plan, cspecs, bounds, seeds: list[int], burst, outcome
     return Confirmation(not dom.dominators and not missed and not _uniform_contradiction(checks), missed,
                         _three(p_below(gap), p_above(gap), alpha),
                         {k: (k in dom.dominators, p) for k, p in dom.adjusted_p.items()}, checks, arms)
-
-
-def best_of(arms: list[Arm], family: str, rule, reference, defaults, bound, scenario) -> str | None:
-    """The rule over one family alone (selection units): the best static cap, the best adaptive arm; when none
-    is feasible, the family's best arm on the rule's first axis (for the sentence's trade-off)."""
-    mine = [a for a in arms if a.family == family and a.measured]
-    if not mine:
-        return None
-    outcome = judge(mine, rule, reference, defaults, bound, scenario.slo_p95_ms, settle=False)
-    if outcome.choice is not None:
-        return outcome.choice
-    first = P95 if rule.rule == "constrained" else THR
-    sign = 1 if first == P95 else -1
-    return min(mine, key=lambda a: (sign * float(np.nanmean(a.values(first))), a.label)).label
 
 
 def _three(p_yes: float, p_no: float, alpha: float) -> str:
