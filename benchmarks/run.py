@@ -15,6 +15,7 @@ folder).
     make bench      # or: .venv/bin/python benchmarks/run.py [--repeat N] [--quick] [--policies-only] [--out-prefix P]
     .venv/bin/python benchmarks/run.py --kv-only       # only the KV backend's rows, to benchmarks/results-kv.*
     .venv/bin/python benchmarks/run.py --decide-only   # only decide, racing against exhaustive (benchmarks/decide.*)
+    .venv/bin/python benchmarks/run.py --decide-only --decide-modes racing,trials-half   # two tuning budgets
 """
 
 from __future__ import annotations
@@ -181,73 +182,75 @@ def kv_backend(table: Table, rep: int) -> None:
         table.add(f"continuous batching, eval-sweep-long, {policy}: per request", "cpu us", per_request["plain"])
         table.add(f"KV cache + priority, eval-sweep-long-kv, {policy} ({stats['preemptions']:,} preemptions): per request",
                   "cpu us", per_request["kv"], base, target=target)
-DECIDE_COLUMNS = ("scenario", "racing_wall_s", "racing_cpu_s", "exhaustive_wall_s", "exhaustive_cpu_s", "runs_racing",
-                  "runs_exhaustive", "runs_saved", "choice_racing", "choice_exhaustive", "tie_racing", "tie_exhaustive",
-                  "same", "settled", "exit_racing", "budget2_replications", "budget2_wall_s", "budget2_cpu_s",
-                  "choice_budget2", "tie_budget2", "settled_budget2", "exit_budget2", "stable")
+DECIDE_MODES = ("racing", "exhaustive", "replications2", "trials-half")  # what --decide-modes may name
 
 
-def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2) -> None:
-    """`simlab decide` with default settings on every scenario, racing and --exhaustive: wall and CPU seconds of the
-    whole process, simulations run and saved, and whether both give the same answer (or overlapping tie sets); then
-    racing at a second budget (twice the selection seeds per condition): the same answer, or overlapping tie sets?"""
+def decide_args(mode: str, path: Path) -> list[str]:
+    """The flags of one mode: racing (default settings), every arm on every unit, racing at a second budget
+    (twice the selection seeds per held-out condition, or half the tuning trials per family)."""
+    scenario = load_scenario(path)
+    return {"racing": [], "exhaustive": ["--exhaustive"],
+            "replications2": ["--replications", str(2 * scenario.tune.holdout_seeds)],
+            "trials-half": ["--trials", str(max(1, scenario.decision.trials // 2))]}[mode]
+
+
+def agree(a: dict, b: dict) -> str:
+    """Two decide results: the same answer, overlapping tie sets, or different."""
+    if a["choice"] == b["choice"]:
+        return "same answer"
+    return "tie sets overlap" if set(a["tie"].split()) & set(b["tie"].split()) else "DIFFERENT"
+
+
+def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("racing", "exhaustive",
+                                                                                "replications2")) -> None:
+    """`simlab decide` on every scenario in each mode (`decide_args`): wall and CPU seconds of the whole process,
+    simulations run, the answer and its tie set; whether racing agrees with the exhaustive run and with the
+    second budgets (the same answer, or overlapping tie sets)."""
     import json
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in scenarios:
             row = {"scenario": path.stem}
-            row["budget2_replications"] = 2 * load_scenario(path).tune.holdout_seeds
-            for mode, extra in (("racing", []), ("exhaustive", ["--exhaustive"]),
-                                ("budget2", ["--replications", str(row["budget2_replications"])])):
+            for mode in modes:
                 out = f"{tmp}/{path.stem}-{mode}"
                 probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
                          "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
                          "dt = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
                          "print(r.returncode, u.ru_utime + u.ru_stime, dt)")
-                cmd = [SIMLAB, "decide", str(path), "--workers", str(workers), "--quiet", "--out", out, *extra]
+                cmd = [SIMLAB, "decide", str(path), "--workers", str(workers), "--quiet", "--out", out,
+                       *decide_args(mode, path)]
                 res = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT,
                                      check=True).stdout.split()
                 rec = json.loads(Path(out, "result.json").read_text())["record"]
                 ties = [a["label"] for a in rec["selection"] if a["tie"] in ("leader", "equivalent", "undecided")]
-                row.update({f"{mode}_wall_s": float(res[2]), f"{mode}_cpu_s": float(res[1]), f"runs_{mode}": rec["runs"],
-                            f"choice_{mode}": rec["choice"], f"tie_{mode}": " ".join(ties)})
-                if mode == "racing":
-                    row.update(settled=rec["settled"], exit_racing=int(res[0]))
-                if mode == "budget2":
-                    row.update(settled_budget2=rec["settled"], exit_budget2=int(res[0]))
+                row[mode] = {"wall_s": float(res[2]), "cpu_s": float(res[1]), "runs": rec["runs"],
+                             "runs_exhaustive": rec["runs_exhaustive"], "choice": rec["choice"] or "none",
+                             "tie": " ".join(ties), "settled": rec["settled"], "exit": int(res[0]),
+                             "flags": " ".join(decide_args(mode, path))}
                 print(f"  decide {path.stem} {mode}: {float(res[2]):.1f} s wall, {float(res[1]):.1f} cpu s, "
-                      f"{rec['runs']} runs, choice {rec['choice']}", flush=True)
-            row["runs_saved"] = row["runs_exhaustive"] - row["runs_racing"]
-            overlap = set(row["tie_racing"].split()) & set(row["tie_exhaustive"].split())
-            row["same"] = ("same answer" if row["choice_racing"] == row["choice_exhaustive"]
-                           else "tie sets overlap" if overlap else "DIFFERENT")
-            overlap = set(row["tie_racing"].split()) & set(row["tie_budget2"].split())
-            row["stable"] = ("same answer" if row["choice_racing"] == row["choice_budget2"]
-                             else "tie sets overlap" if overlap else "DIFFERENT")
+                      f"{rec['runs']} runs, choice {rec['choice']}, exit {res[0]}", flush=True)
             rows.append(row)
+    flat = [{"scenario": r["scenario"], **{f"{m}_{k}": v for m in modes for k, v in r[m].items()}} for r in rows]
     with open(f"{prefix}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, DECIDE_COLUMNS)
+        w = csv.DictWriter(f, list(flat[0]))
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(flat)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    lines = [f"# simlab decide: racing against every arm on every unit\n\nCommit {commit}, "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores shared with other work, "
-             f"--workers {workers}, default settings. Wall and CPU seconds of the whole process (children included).",
-             "", "| scenario | racing wall s | racing CPU s | exhaustive wall s | exhaustive CPU s | runs racing | runs "
-             "exhaustive | saved | choice racing | choice exhaustive | agree | settled | exit |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|"]
+    lines = [f"# simlab decide on every bundled scenario\n\nCommit {commit}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, --workers {workers}. "
+             "Wall and CPU seconds of the whole process (children included); the tie set is the leader, the arms "
+             "equivalent to it and the undecided ones on the selection units. Reproduce: "
+             f"`.venv/bin/python benchmarks/run.py --decide-only --decide-modes {','.join(modes)}`.", "",
+             "| scenario | mode | flags | wall s | CPU s | runs | runs of every arm on every unit | choice | settled | "
+             "exit | agrees with racing |", "|---|---|---|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
-        lines.append(f"| {r['scenario']} | {r['racing_wall_s']:.1f} | {r['racing_cpu_s']:.1f} | {r['exhaustive_wall_s']:.1f} "
-                     f"| {r['exhaustive_cpu_s']:.1f} | {r['runs_racing']} | {r['runs_exhaustive']} | {r['runs_saved']} | "
-                     f"{r['choice_racing']} | {r['choice_exhaustive']} | {r['same']} | {r['settled']} | {r['exit_racing']} |")
-    lines += ["", "A second budget: racing with twice the selection seeds per held-out condition (--replications).", "",
-              "| scenario | budget 1: choice (tie set) | settled | budget 2 (replications) | choice (tie set) | settled | "
-              "CPU s | agree |", "|---|---|---|---|---|---|---:|---|"]
-    for r in rows:
-        lines.append(f"| {r['scenario']} | {r['choice_racing']} ({r['tie_racing']}) | {r['settled']} | "
-                     f"{r['budget2_replications']} | {r['choice_budget2']} ({r['tie_budget2']}) | {r['settled_budget2']} | "
-                     f"{r['budget2_cpu_s']:.1f} | {r['stable']} |")
+        for m in modes:
+            x = r[m]
+            same = "–" if m == "racing" or "racing" not in r else agree(r["racing"], x)
+            lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['wall_s']:.1f} | {x['cpu_s']:.1f} | "
+                         f"{x['runs']} | {x['runs_exhaustive']} | {x['choice']} | {x['settled']} | {x['exit']} | {same} |")
+    lines += ["", "Tie sets:", ""] + [f"- {r['scenario']} {m}: {r[m]['tie'] or '(none)'}" for r in rows for m in modes]
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print(f"written {prefix}.csv and .md")
 
@@ -262,14 +265,28 @@ def main() -> int:
     parser.add_argument("--kv-only", action="store_true",
                         help="only the KV backend against continuous batching (default output benchmarks/results-kv)")
     parser.add_argument("--decide-only", action="store_true",
-                        help="only `simlab decide` on every bundled scenario, racing and exhaustive (benchmarks/decide.*)")
+                        help="only `simlab decide` on every bundled scenario (benchmarks/decide.*)")
+    parser.add_argument("--decide-modes", default="racing,exhaustive,replications2",
+                        help=f"comma-separated, of {', '.join(DECIDE_MODES)}")
+    parser.add_argument("--decide-scenarios", default=None, help="comma-separated scenario names (default: all)")
     parser.add_argument("--out-prefix", default=None)
     args = parser.parse_args()
     rep = args.repeat
     table = Table()
     bundled = sorted((ROOT / "scenarios").glob("*.toml"))
     if args.decide_only:
-        decide_table(ROOT / "benchmarks" / "decide", bundled)
+        modes = [m for m in args.decide_modes.split(",") if m]
+        bad = [m for m in modes if m not in DECIDE_MODES]
+        if bad or not modes:
+            parser.error(f"--decide-modes: {', '.join(bad) or 'none given'}; expected some of {', '.join(DECIDE_MODES)}")
+        chosen = bundled
+        if args.decide_scenarios:
+            names = args.decide_scenarios.split(",")
+            chosen = [p for p in bundled if p.stem in names]
+            missing = sorted(set(names) - {p.stem for p in chosen})
+            if missing:
+                parser.error(f"--decide-scenarios: no bundled scenario {', '.join(missing)}")
+        decide_table(ROOT / "benchmarks" / "decide", chosen, modes=modes)
         return 0
     if args.kv_only:
         print(f"KV cache backend against continuous batching; {rep} repeats; median [min-max]", flush=True)

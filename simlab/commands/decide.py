@@ -69,15 +69,15 @@ def main(args) -> int:
     record = run_decide(scenario, base, out, trials=args.trials, replications=args.replications, workers=workers,
                         progress=not args.quiet, scheduler=args.scheduler_address, exhaustive=args.exhaustive,
                         warn=warn)
+    search = _render_search_aside(out / "tune")  # the search's own report, drawn beside the decision's figures
     try:
         record.figures = decision_figures(record, out)
-        if (out / "tune" / "result.json").is_file():  # the search's own record: its figures and report.md
-            from simlab.commands.tune import render
-            from simlab.records import load
-
-            render(load(out / "tune" / "result.json", "tune"), out / "tune", 0.0, quiet=True)
     except Exception as exc:  # noqa: BLE001 - a figure must never cost the answer
         warn(f"decision figures failed: {exc}")
+    if search is not None:
+        search.join(120)
+        if search.exitcode != 0:
+            warn(f"the search's report in {out / 'tune'} was not drawn (exit {search.exitcode})")
     options = files.write(record, out)
     write_report(record, out)
     print(terminal(record))
@@ -86,3 +86,30 @@ def main(args) -> int:
     if record.exit_code:
         print("not exported: " + words.not_exported(record), file=sys.stderr)
     return record.exit_code
+
+
+def _render_search_aside(folder):
+    """Draw the search's figures and report.md (folder/result.json) in a forked process, so that it runs beside
+    the decision's figures on a second core; None when there is no search."""
+    if not (folder / "result.json").is_file():
+        return None
+    import multiprocessing
+
+    proc = multiprocessing.get_context("fork").Process(target=_render_search, args=(folder,), daemon=True)
+    proc.start()
+    return proc
+
+
+def _render_search(folder) -> None:
+    import os
+    import sys
+
+    try:
+        from simlab.commands.tune import render
+        from simlab.records import load
+
+        render(load(folder / "result.json", "tune"), folder, 0.0, quiet=True)
+    except Exception as exc:  # noqa: BLE001 - said by the parent as a warning, never a traceback
+        print(f"warning: {exc}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
