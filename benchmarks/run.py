@@ -195,10 +195,14 @@ def decide_args(mode: str, path: Path) -> list[str]:
 
 
 def agree(a: dict, b: dict) -> str:
-    """Two decide results: the same answer, overlapping tie sets, or different."""
-    if a["choice"] == b["choice"]:
+    """Two decide results: the same answer, overlapping tie sets, or different. Arms are compared by their
+    options, not their labels: two searches' "holdback-tuned" are different arms when their options differ."""
+    if a["choice_options"] == b["choice_options"]:
         return "same answer"
-    return "tie sets overlap" if set(a["tie"].split()) & set(b["tie"].split()) else "DIFFERENT"
+    if a["choice"] == b["choice"]:
+        return "same label, other options; " + ("tie sets overlap" if set(a["tie_keys"]) & set(b["tie_keys"])
+                                                else "tie sets DIFFERENT")
+    return "tie sets overlap" if set(a["tie_keys"]) & set(b["tie_keys"]) else "DIFFERENT"
 
 
 def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("racing", "exhaustive",
@@ -223,15 +227,20 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                 res = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT,
                                      check=True).stdout.split()
                 rec = json.loads(Path(out, "result.json").read_text())["record"]
-                ties = [a["label"] for a in rec["selection"] if a["tie"] in ("leader", "equivalent", "undecided")]
+                tied = [a for a in rec["selection"] if a["tie"] in ("leader", "equivalent", "undecided")]
+                ties = [a["label"] for a in tied]
+                key = lambda a: json.dumps(a["options"], sort_keys=True)  # noqa: E731
+                chosen = [key(a) for a in rec["selection"] if a["label"] == rec["choice"]]
                 row[mode] = {"wall_s": float(res[2]), "cpu_s": float(res[1]), "runs": rec["runs"],
                              "runs_exhaustive": rec["runs_exhaustive"], "choice": rec["choice"] or "none",
                              "tie": " ".join(ties), "settled": rec["settled"], "exit": int(res[0]),
-                             "flags": " ".join(decide_args(mode, path))}
+                             "flags": " ".join(decide_args(mode, path)),
+                             "tie_keys": [key(a) for a in tied], "choice_options": chosen[0] if chosen else None}
                 print(f"  decide {path.stem} {mode}: {float(res[2]):.1f} s wall, {float(res[1]):.1f} cpu s, "
                       f"{rec['runs']} runs, choice {rec['choice']}, exit {res[0]}", flush=True)
             rows.append(row)
-    flat = [{"scenario": r["scenario"], **{f"{m}_{k}": v for m in modes for k, v in r[m].items()}} for r in rows]
+    flat = [{"scenario": r["scenario"], **{f"{m}_{k}": v for m in modes for k, v in r[m].items()
+                                             if k not in ("tie_keys", "choice_options")}} for r in rows]
     with open(f"{prefix}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, list(flat[0]))
         w.writeheader()
@@ -286,7 +295,7 @@ def main() -> int:
             missing = sorted(set(names) - {p.stem for p in chosen})
             if missing:
                 parser.error(f"--decide-scenarios: no bundled scenario {', '.join(missing)}")
-        decide_table(ROOT / "benchmarks" / "decide", chosen, modes=modes)
+        decide_table(Path(args.out_prefix) if args.out_prefix else ROOT / "benchmarks" / "decide", chosen, modes=modes)
         return 0
     if args.kv_only:
         print(f"KV cache backend against continuous batching; {rep} repeats; median [min-max]", flush=True)

@@ -42,6 +42,10 @@ SERIES_COLUMNS = (
 )
 
 
+def _nothing(_event) -> None:
+    pass
+
+
 class _Endless(Exception):
     """Raised in a closed-loop user's process (SimPy re-creates it from its args) past the event budget."""
 
@@ -165,7 +169,7 @@ class Engine:
     def _completions(self):
         """`_done` as a closure, for the run (as `_plain_arrivals`): the same steps in the same order."""
         env, in_flight, record, finish, dispatch = self.env, self._in_flight, self._record, self._finish, self._dispatch
-        may_wake, schedule_wake = self._may_wake, self._schedule_wake
+        may_wake, schedule_wake, answered = self._may_wake, self._schedule_wake, self._answered
 
         def done(task: Task) -> None:
             task.end_ms = now = env._now
@@ -180,8 +184,11 @@ class Engine:
                     dispatch(t)
             if may_wake:
                 schedule_wake()
-            if waiter is not None and isinstance(waiter, Event):
-                waiter.succeed(task)
+            if waiter is not None:
+                if waiter.__class__ is ClosedLoopUser:
+                    answered(task)
+                elif isinstance(waiter, Event):
+                    waiter.succeed(task)
 
         return done
 
@@ -211,8 +218,11 @@ class Engine:
                 dispatch(t)
         if self._may_wake:
             self._schedule_wake()
-        if waiter is not None and isinstance(waiter, Event):
-            waiter.succeed(task)
+        if waiter is not None:
+            if waiter.__class__ is ClosedLoopUser:
+                self._answered(task)
+            elif isinstance(waiter, Event):
+                waiter.succeed(task)
 
     def _end_here(self, task: Task) -> None:
         """A task that ends outside the backend and the policy (its gateway instance crashed): recorded, its caller
@@ -220,8 +230,11 @@ class Engine:
         self._in_flight.pop(task.index, None)
         self._record(task)
         waiter = task.payload
-        if waiter is not None and isinstance(waiter, Event):
-            waiter.succeed(task)
+        if waiter is not None:
+            if waiter.__class__ is ClosedLoopUser:
+                self._answered(task)
+            elif isinstance(waiter, Event):
+                waiter.succeed(task)
 
     def _wake(self, event) -> None:
         if event._value != self._wake_at:
@@ -250,22 +263,44 @@ class Engine:
                 heappush(env._queue, (check, NORMAL, next(env._eid), Fire(self._wake, check)))
 
     # --- closed-loop users ---------------------------------------------------------------------------
-    def _user(self, user: ClosedLoopUser):
+    # A user is a loop: think, send one request, wait for its end, think again. It runs on `Fire` events that
+    # take the same places in SimPy's queue (time, priority, event id) as the SimPy process it replaces did
+    # (its start, its timeouts, its request's end, its own end): the same order, to the bit, at a fraction of
+    # the cost of resuming a generator.
+    def _start_user(self, user: ClosedLoopUser) -> None:
         env = self.env
-        if user.workload.arrivals.start_ms:
-            yield env.timeout(user.workload.arrivals.start_ms)
-        while True:
-            yield env.timeout(user.next_think_ms())
-            if not user.more(env.now):
-                return
-            self._created += 1
-            if self._created & 0x3FFF == 0 or self._created > self._closed_budget:
-                self._check_budget(user.workload)
-            task = user.make_task(env.now)
-            task.payload = done = env.event()
-            task.index = self.recorder.add(task)
-            self._start(self._submit(task))
-            yield done
+        heappush(env._queue, (env._now, URGENT, next(env._eid), Fire(self._user_begins, user)))  # Initialize
+
+    def _user_begins(self, event) -> None:
+        user, env = event._value, self.env
+        start = user.workload.arrivals.start_ms
+        if start:
+            heappush(env._queue, (env._now + start, NORMAL, next(env._eid), Fire(self._user_thinks, user)))
+        else:
+            self._user_thinks(event)
+
+    def _user_thinks(self, event) -> None:
+        """The user's previous request ended (or it just started): think, then send the next one."""
+        user, env = event._value, self.env
+        heappush(env._queue, (env._now + user.next_think_ms(), NORMAL, next(env._eid), Fire(self._user_sends, user)))
+
+    def _user_sends(self, event) -> None:
+        user, env = event._value, self.env
+        if not user.more(env._now):
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), Fire(_nothing, None)))  # the process's end
+            return
+        self._created += 1
+        if self._created & 0x3FFF == 0 or self._created > self._closed_budget:
+            self._check_budget(user.workload)
+        task = user.make_task(env._now)
+        task.payload = user
+        task.index = self.recorder.add(task)
+        self._start(self._submit(task))
+
+    def _answered(self, task: Task) -> None:
+        """A closed-loop user's request ended: the user goes on next (as a SimPy event succeeding now would)."""
+        env = self.env
+        heappush(env._queue, (env._now, NORMAL, next(env._eid), Fire(self._user_thinks, task.payload)))
 
     def _check_budget(self, workload) -> None:
         # Past the budget, or on pace to pass it tenfold before the arrivals end: stop now, not in minutes.
@@ -345,7 +380,7 @@ class Engine:
             w = self.scenario.workload[wi]
             if isinstance(w.arrivals, ClosedLoop):
                 for u in range(w.arrivals.users):
-                    env.process(self._user(ClosedLoopUser(self.scenario, self.seed, wi, u)))
+                    self._start_user(ClosedLoopUser(self.scenario, self.seed, wi, u))
         sampler = env.process(self._sampler())
         try:
             run_until(env, sampler)
