@@ -420,6 +420,7 @@ class TuneRecord:
     trial_points: list[TrialPoint] = field(default_factory=list)
     importances: dict[str, float] = field(default_factory=dict)  # Optuna's importance of each option (PED-ANOVA)
     family: str = "adaptive"  # the policy searched: adaptive, or a gateway gate (inside `simlab decide`)
+    found_at: int | None = None  # inside `simlab decide`: the slot (0-based) of the trial "<family>-tuned" came from
 
     @property
     def metric(self) -> str:
@@ -933,6 +934,7 @@ class FamilyTuning:
     complete: int
     feasible: int
     candidates: list[str]  # labels of its tuned arms added
+    found_at: int | None = None  # the slot (0-based) of the trial its "<family>-tuned" pick came from
 
 
 @dataclass

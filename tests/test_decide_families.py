@@ -239,6 +239,42 @@ def test_decide_ranks_every_family_after_equal_budgets(decided):
     assert {a.units for a in rec.confirmation} == {len(rec.confirmation_units)} == {2}
 
 
+def test_each_family_records_the_trial_its_pick_came_from(decided):
+    from simlab.records import load
+
+    proc, out = decided
+    rec = load(out / "result.json", "decide")
+    for f in rec.tuning.families:
+        search = json.loads((out / ("tune" if f.family == "adaptive" else f"tune-{f.family}") / "result.json")
+                            .read_text())["record"]
+        assert f.found_at == search["found_at"]
+        if "{}-tuned".format(f.family) in search["candidates"]:
+            assert f.found_at in range(f.trials)  # a slot of this search's budget
+        else:
+            assert f.found_at is None
+
+
+def test_a_search_that_found_its_pick_late_says_the_budget_may_matter():
+    from types import SimpleNamespace
+
+    from simlab.reporting import words
+
+    def record(*found):
+        families = [SimpleNamespace(family=name, trials=20, found_at=at)
+                    for name, at in zip(("adaptive", "holdback", "aimd"), found)]
+        return SimpleNamespace(tuning=SimpleNamespace(families=families))
+
+    assert words.budget_sentence(record(3, None, 14)) is None  # slots 0..14: within the first 75% of 20
+    late = words.budget_sentence(record(3, 19, 15))
+    assert late is not None
+    assert "holdback in trial 20 of 20, aimd in trial 16 of 20" in late and "adaptive" not in late
+    assert "a larger --trials may find better options" in late
+    assert words.budget_sentence(SimpleNamespace(tuning=None)) is None
+    # too few trials to tell early from late
+    assert words.budget_sentence(SimpleNamespace(tuning=SimpleNamespace(
+        families=[SimpleNamespace(family="adaptive", trials=2, found_at=1)]))) is None
+
+
 def test_the_report_and_the_figure_list_every_family(decided):
     proc, out = decided
     report = (out / "report.md").read_text()

@@ -124,7 +124,7 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
                      progress=progress, validate=False, warn=warn, family=family,
                      search_runs=out / tune_folder("adaptive") / "search")
         tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
-        summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, []))
+        summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, [], t.found_at))
     # the adaptive-only record stays what it was: its totals are the one family's
     total = TuningSummary(n_trials, sum(f.complete for f in summaries), sum(f.feasible for f in summaries), [],
                           summaries, n_trials)

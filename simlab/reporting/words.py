@@ -621,6 +621,8 @@ def decide_sentences(r) -> list[str]:
         else:
             out.append(f"{_upper(seeds_text(r.seeds_needed))} selection seeds per held-out condition (--replications) "
                        "would settle it.")
+        if (budget := budget_sentence(r)) is not None:
+            out.append(budget)
         return out
     where = (f"On {len(r.confirmation_units)} fresh confirmation units" if r.confirmation_units
              else "On the A/B's seeds (no confirmation units)")
@@ -641,6 +643,8 @@ def decide_sentences(r) -> list[str]:
         out.append("But on the fresh units it is shown to miss the constraint: not exported.")
     for sentence in condition_sentences(r):
         out.append(sentence)
+    if (budget := budget_sentence(r)) is not None:
+        out.append(budget)
     if r.command == "ab":
         out.append("Judged on the A/B's own seeds and traffic; `simlab decide` races on held-out traffic conditions "
                    "and confirms on fresh seeds, so its answer can differ.")
@@ -729,10 +733,38 @@ def tuning_text(r) -> str:
 
     if len(t.families) >= 2:
         each = "; ".join(f"{f.family} {f.trials} trials ({f.complete} complete, {f.feasible} feasible; candidates: "
-                         f"{found(f.candidates)})" for f in t.families)
+                         f"{found(f.candidates)}{_found_at(f)})" for f in t.families)
         return f"Tuning, on the search units only: {each}."
     return (f"Tuning: {t.trials} trials ({t.complete} complete, {t.feasible} feasible) on the search units, never "
             f"on the selection or confirmation units; candidates: {found(t.candidates)}.")
+
+
+LATE_SHARE = 0.75  # a pick from a trial past this share of the budget: the search was still improving
+
+
+def still_improving(r) -> list:
+    """The families whose search found its pick in the last quarter of its trials: a longer search may find better
+    options, so the answer may depend on the tuning budget (`--trials`)."""
+    t = r.tuning
+    if t is None:
+        return []
+    return [f for f in t.families if f.found_at is not None and f.trials >= 4 and f.found_at + 1 > LATE_SHARE * f.trials]
+
+
+def budget_sentence(r) -> str | None:
+    """What the searches' budget may change: None when every search found its pick early."""
+    late = still_improving(r)
+    if not late:
+        return None
+    each = ", ".join(f"{f.family} in trial {f.found_at + 1} of {f.trials}" for f in late)
+    one = len(late) == 1
+    return (f"The tuning budget may matter: the {'search' if one else 'searches'} found "
+            f"{'its pick' if one else 'their picks'} late ({each}), so {'it was' if one else 'they were'} still "
+            "improving; a larger --trials may find better options and change the answer.")
+
+
+def _found_at(f) -> str:
+    return f"; its pick from trial {f.found_at + 1}" if f.found_at is not None else ""
 
 
 def not_exported(r) -> str:

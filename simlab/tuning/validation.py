@@ -120,6 +120,14 @@ def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[s
     return out
 
 
+def found_at(ctx: TuneContext, study, n_trials: int | None = None) -> int | None:
+    """The slot (0-based, in the reproducible sequence) of the trial the rule's pick ("<family>-tuned") came
+    from; None when there is no pick. A pick from the last trials says the search was still improving."""
+    trials = [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
+    best = pick_best(ctx, trials)
+    return None if best is None else best.user_attrs.get("slot")
+
+
 def holdout_seeds(ctx: TuneContext) -> list[int]:
     return holdout_seeds_of(ctx)
 
