@@ -48,3 +48,38 @@ def test_run_is_byte_identical_across_workers_and_reruns(tmp_path):
     assert any(f.name == "tasks.csv" for f in files) and any(f.name == "series.csv" for f in files)
     for f in files:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+# A pool of slow runs, interrupted as a terminal's Ctrl-C does (SIGINT to the whole process group).
+SLOW_POOL = """
+import sys, time
+from pathlib import Path
+from simlab.experiments import runner
+
+marks = Path(sys.argv[1])
+
+def slow(scenario, job, out):
+    time.sleep(0.3)
+    (marks / str(job)).touch()
+    return {}
+
+runner.execute = slow  # the forked workers inherit it
+runner.run_cells([(None, i, None) for i in range(40)], workers=2, progress=False)
+"""
+
+
+def test_ctrl_c_starts_no_more_runs(tmp_path):
+    # A worker that takes the SIGINT inside a run reports it as that run's error and would go on to the next:
+    # without cancelling what is queued, all 40 runs (6 s) would still be made after the Ctrl-C.
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_POOL, str(tmp_path)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while len(list(tmp_path.iterdir())) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert proc.poll() is None, "finished before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(timeout=30)
+    at_exit = len(list(tmp_path.iterdir()))
+    time.sleep(1)
+    assert len(list(tmp_path.iterdir())) == at_exit  # nothing runs on after the command has returned
+    assert at_exit < 12, f"{at_exit} of 40 runs were made: the interrupt did not stop the pool"

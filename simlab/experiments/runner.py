@@ -182,11 +182,18 @@ def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, 
                 results[i] = execute(*cell)
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=min(workers, len(cells))) as pool:
+            pool = ProcessPoolExecutor(max_workers=min(workers, len(cells)))
+            try:
                 futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
                     bar.update()
+            except BaseException:
+                # Ctrl-C or a failed run: nothing more starts (the runs under way end and are kept). A worker
+                # that took the SIGINT inside a run reports it as that run's error and would go on to the next.
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
     finally:
         bar.close()
     return [results[i] for i in range(len(cells))]
