@@ -67,3 +67,12 @@ def random_trace(path: Path, n: int, seed: int, integer_times: bool = False) -> 
         t += float(int(gap)) if integer_times else gap
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def sigint_as_a_terminal_gives_it() -> None:
+    """preexec_fn of a command a test interrupts with SIGINT: a shell starting a background job without job
+    control (nohup cmd &, some CI runners) makes it ignore SIGINT and its children inherit that, so the command
+    is started with SIGINT as a terminal gives it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

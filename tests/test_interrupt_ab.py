@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, simlab
+from tests.helpers import ROOT, sigint_as_a_terminal_gives_it, simlab
 
 TABLES = ("summary.csv", "policies.csv", "comparison.csv", "verdicts.csv", "bounds.csv", "report.md")
 ARGS = ["ab", "scenarios/nightly-backfill.toml", "--replications", "6", "--quiet", "--no-figures", "--workers", "2"]
@@ -22,7 +22,8 @@ def test_interrupted_ab_resumes_to_the_same_outputs(tmp_path, sig):
     simlab(*ARGS, "--out", tmp_path / "whole")
     out = tmp_path / "interrupted"
     proc = subprocess.Popen([sys.executable, "-m", "simlab", *ARGS, "--out", str(out)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=sigint_as_a_terminal_gives_it)
     deadline = time.time() + 120
     while len(list(out.glob("runs/*/*/run.json"))) < 6 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
@@ -72,7 +73,8 @@ def test_ctrl_c_starts_no_more_runs(tmp_path):
     # A worker that takes the SIGINT inside a run reports it as that run's error and would go on to the next:
     # without cancelling what is queued, all 40 runs (6 s) would still be made after the Ctrl-C.
     proc = subprocess.Popen([sys.executable, "-c", SLOW_POOL, str(tmp_path)], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=sigint_as_a_terminal_gives_it)
     deadline = time.time() + 60
     while len(list(tmp_path.iterdir())) < 2 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)

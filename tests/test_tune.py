@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, simlab
+from tests.helpers import ROOT, sigint_as_a_terminal_gives_it, simlab
 
 SMALL = """
 name = "tune-small"
@@ -105,6 +105,7 @@ def test_interrupted_study_resumes_to_the_same_result(scenario, tmp_path, sig):
     proc = subprocess.Popen(
         [sys.executable, "-m", "simlab", "tune", str(scenario), "--out", str(out), "--quiet", "--workers", "2"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )
     deadline = time.time() + 300
     while completed_trials(db) < 3 and time.time() < deadline and proc.poll() is None:
