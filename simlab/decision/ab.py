@@ -12,9 +12,8 @@ import numpy as np
 from simlab.decision.compare import Arm
 from simlab.decision.frontier import (SHARE, backend_slots, exported_options, frontier_specs,
                                       reference_label, static_label)
-from simlab.decision.racing import arms_of
 from simlab.decision.rule import judge
-from simlab.decision.racing import best_of
+from simlab.decision.racing import arms_of, best_of
 from simlab.decision.run import arm_results
 from simlab.experiments.plan import P95, THR, Plan
 from simlab.experiments.stats import mean_ci

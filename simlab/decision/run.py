@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from simlab.decision.compare import P95, THR, Arm, alpha_of, axes, dominators, p_above, p_below
+from simlab.decision.compare import P95, Arm, alpha_of, axes, dominators, p_above, p_below
 from simlab.decision.families import families_of, tune_folder, tuned_families
 from simlab.decision.frontier import backend_slots, decide_specs, exported_options, reference_label
 from simlab.decision.racing import arms_of, best_of, race

@@ -106,7 +106,7 @@ def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[s
     search objective ("<family>-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour
     throughput). Trials beyond `n_trials` (a study grown by an earlier, longer run) are left out, so --trials N
     means N."""
-    trials = [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
+    trials = within_budget(study, n_trials)
     out = {}
     family = ctx.space.family
     best = pick_best(ctx, trials)
@@ -120,11 +120,16 @@ def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[s
     return out
 
 
+def within_budget(study, n_trials: int | None = None) -> list:
+    """The completed trials of the first `n_trials` slots (all when None): a study grown by a longer run is read
+    at this run's budget."""
+    return [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
+
+
 def found_at(ctx: TuneContext, study, n_trials: int | None = None) -> int | None:
     """The slot (0-based, in the reproducible sequence) of the trial the rule's pick ("<family>-tuned") came
     from; None when there is no pick. A pick from the last trials says the search was still improving."""
-    trials = [t for t in completed(study) if n_trials is None or (t.user_attrs.get("slot", math.inf) < n_trials)]
-    best = pick_best(ctx, trials)
+    best = pick_best(ctx, within_budget(study, n_trials))
     return None if best is None else best.user_attrs.get("slot")
 
 
