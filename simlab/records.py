@@ -421,6 +421,9 @@ class TuneRecord:
     importances: dict[str, float] = field(default_factory=dict)  # Optuna's importance of each option (PED-ANOVA)
     family: str = "adaptive"  # the policy searched: adaptive, or a gateway gate (inside `simlab decide`)
     found_at: int | None = None  # inside `simlab decide`: the slot (0-based) of the trial "<family>-tuned" came from
+    # inside `simlab decide`: the rule's pick over the first c trials (str(c) -> simlab options), for each earlier
+    # budget c that races (simlab/tuning/validation.py `checkpoints`)
+    picks_after: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def metric(self) -> str:
@@ -935,6 +938,8 @@ class FamilyTuning:
     feasible: int
     candidates: list[str]  # labels of its tuned arms added
     found_at: int | None = None  # the slot (0-based) of the trial its "<family>-tuned" pick came from
+    half: int | None = None  # half the budget: the earlier search whose pick the answer is checked against
+    half_arm: str | None = None  # the arm that holds the pick after `half` trials (itself, or an equal arm)
 
 
 @dataclass
@@ -1003,6 +1008,9 @@ class DecideRecord:
     tuning: TuningSummary | None = None
     figures: list[str] = field(default_factory=list)
     batch_deadline_share: float | None = None  # [decision]: feasible only with this share of batch jobs on time
+    # the choice is a tuned arm and its family's pick after half the trials is outside the tie set: the answer
+    # depends on the tuning budget; these trials per family (--trials) would tell whether it still moves
+    trials_needed: int | None = None
 
     def arm(self, label: str | None, confirmation: bool = False) -> ArmResult | None:
         for a in (self.confirmation if confirmation else self.selection):

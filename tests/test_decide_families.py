@@ -308,3 +308,77 @@ def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
     assert proc.returncode == 0, proc.stderr
     for name in ("frontier.csv", "confirmation.csv", "best-options.json"):
         assert (other / name).read_bytes() == (out / name).read_bytes(), name
+
+
+# --- the answer against half the tuning budget ----------------------------------------------------------------
+
+
+def test_the_earlier_budgets_that_race_are_half_and_every_ten_times_a_power_of_two():
+    from simlab.tuning.validation import checkpoints
+
+    assert checkpoints(20) == [10]
+    assert checkpoints(10) == [5]
+    assert checkpoints(60) == [40, 30, 20, 10]
+    assert checkpoints(8) == [4]
+    assert checkpoints(3) == [] and checkpoints(0) == []
+
+
+def test_a_search_holds_the_pick_of_every_shorter_search(tiny, tmp_path):
+    """Trial k is the same at every budget, so a 4-trial search's pick is what the 8-trial search reports as its
+    pick after 4 trials, and it races under its own label when it differs from the 8-trial picks."""
+    from simlab.tuning.run import run_tune
+
+    scenario = load_scenario(tiny)
+    base = scenario.options()
+    short = run_tune(scenario, base, tmp_path / "short", trials=4, validate=False, progress=False)
+    long = run_tune(scenario, base, tmp_path / "long", trials=8, validate=False, progress=False)
+    assert set(long.picks_after) == {"4"} and set(short.picks_after) == {"2"}
+    assert long.picks_after["4"] == short.candidates["adaptive-tuned"]
+    if long.picks_after["4"] in (long.candidates["adaptive-tuned"], long.candidates.get("adaptive-tuned-lowest-p95")):
+        assert "adaptive-tuned-after-4" not in long.candidates
+    else:
+        assert long.candidates["adaptive-tuned-after-4"] == long.picks_after["4"]
+
+
+def _tuned(half_arm, candidates=("adaptive-tuned",)):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(families=[SimpleNamespace(family="adaptive", trials=20, half=10, half_arm=half_arm,
+                                                     candidates=list(candidates))])
+
+
+def test_a_tuned_choice_whose_half_budget_pick_is_outside_the_tie_set_depends_on_the_budget():
+    from types import SimpleNamespace
+
+    from simlab.decision.run import budget_moves
+
+    def outcome(choice, tie):
+        return SimpleNamespace(choice=choice, tie_set=tie)
+
+    # the pick after 10 trials lost to the pick after 20: the answer moved with the budget
+    moving = _tuned("adaptive-tuned-after-10", ("adaptive-tuned", "adaptive-tuned-after-10"))
+    assert budget_moves(moving, outcome("adaptive-tuned", ["adaptive-tuned", "static-4"])) == ["adaptive"]
+    # ... not when it is in the tie set, nor when it is the choice's own options (one arm)
+    assert budget_moves(moving, outcome("adaptive-tuned", ["adaptive-tuned", "adaptive-tuned-after-10"])) == []
+    assert budget_moves(_tuned("adaptive-tuned"), outcome("adaptive-tuned", ["adaptive-tuned"])) == []
+    # a static choice does not hang on the search; nor does one with no tuning or no choice
+    assert budget_moves(moving, outcome("static-4", ["static-4"])) == []
+    assert budget_moves(None, outcome("adaptive-tuned", [])) == []
+    assert budget_moves(moving, outcome(None, [])) == []
+    # a half-budget pick equal to another arm (a static cap) is judged as that arm
+    assert budget_moves(_tuned("static-3"), outcome("adaptive-tuned", ["adaptive-tuned"])) == ["adaptive"]
+
+
+def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell():
+    from types import SimpleNamespace
+
+    from simlab.reporting import words
+
+    r = SimpleNamespace(choice="adaptive-tuned", trials_needed=40, tuning=_tuned("adaptive-tuned-after-10"),
+                        settled=True, arm=lambda label: SimpleNamespace(family="adaptive"))
+    said = words.trials_sentence(r)
+    assert "after 10 of its 20 trials the adaptive search picked adaptive-tuned-after-10" in said
+    assert "--trials 40" in said and "Not exported" in said
+    assert words.not_exported(r).endswith("rerun with --trials 40")
+    r.trials_needed = None
+    assert words.trials_sentence(r) is None

@@ -156,12 +156,17 @@ def unique(specs: list[ArmSpec]) -> list[ArmSpec]:
     seen: dict[str, str] = {}
     out = []
     for s in specs:
-        key = repr(sorted(exported_options(s.options).items()))
+        key = option_key(s.options)
         if key in seen:
             continue
         seen[key] = s.label
         out.append(s)
     return out
+
+
+def option_key(options: SchedulerOptions) -> str:
+    """Two arms are one production configuration when their exported options are equal."""
+    return repr(sorted(exported_options(options).items()))
 
 
 def cap_beyond_backend(base: SchedulerOptions, scenario: Scenario) -> tuple[int, int] | None:

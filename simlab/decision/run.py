@@ -23,7 +23,7 @@ import numpy as np
 
 from simlab.decision.compare import P95, Arm, alpha_of, axes, dominators, p_above, p_below
 from simlab.decision.families import families_of, tune_folder, tuned_families
-from simlab.decision.frontier import backend_slots, decide_specs, exported_options, reference_label
+from simlab.decision.frontier import backend_slots, decide_specs, exported_options, option_key, reference_label
 from simlab.decision.racing import arms_of, best_of, race
 from simlab.decision.rule import judge
 from simlab.errors import InputError
@@ -50,12 +50,16 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
                          f"{first + budget - 1}; the confirmation units must be fresh")
     n_trials = rule.trials if trials is None else trials
     families = families_of(scenario)
-    tuned, tuning = tune_families(scenario, base, out, tuned_families(families), n_trials, workers, progress, warn)
+    tuned, tuning, halves = tune_families(scenario, base, out, tuned_families(families), n_trials, workers, progress,
+                                          warn)
     specs = decide_specs(base, scenario, tuned, tuple(families))
     if tuning is not None:
         kept = {s.label for s in specs}
+        holder = {option_key(s.options): s.label for s in specs}
         for f in tuning.families:
             f.candidates = [label for label, _, family in tuned if family == f.family and label in kept]
+            half = halves.get(f.family)
+            f.half_arm = holder.get(option_key(half)) if half is not None else None
         tuning.candidates = [c for f in tuning.families for c in f.candidates]
     reference = reference_label(rule, base)
     defaults = exported_options(base.with_changes(policy="adaptive"))
@@ -64,6 +68,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     plan = Plan(scenario, held, out / "selection", workers, progress, scheduler)
     raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
     outcome = raced.outcome
+    moved = budget_moves(tuning, outcome)
     by = {a.label: a for a in raced.arms}
     best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
@@ -80,7 +85,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
                            rule, defaults, scenario)
     confirmed, missed, slo_met, dominated, checks, carms = (c.confirmed, c.missed, c.slo_met, c.dominated, c.checks,
                                                             c.arms)
-    exported = bool(confirmed and raced.stable and by[outcome.choice].deployable)
+    exported = bool(confirmed and raced.stable and not moved and by[outcome.choice].deployable)
     cb = cplan.measured.values(NO_BATCH, P95) if carms and bounds else None
     bound_values = cb if cb is not None else (np.asarray(raced.bound_p95) if raced.bound_p95 else None)
     selection_units = list(plan.measured.units)
@@ -105,32 +110,50 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
         exit_code=0 if exported else 3, runs=plan.runs + cplan.runs,
         runs_exhaustive=every * budget * len(held) + cplan.runs, tuning=tuning,
+        trials_needed=2 * n_trials if moved else None,
     )
 
 
 def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, families: list[str], n_trials: int,
                   workers: int, progress: bool, warn) -> tuple[list[tuple[str, SchedulerOptions, str]],
-                                                           TuningSummary | None]:
+                                                           TuningSummary | None, dict[str, SchedulerOptions]]:
     """The same search for every family: `n_trials` trials each, on the same search units (conditions x seeds)
-    with the same sampler seed; each family's candidates (label, options, family) and the budget it got."""
+    with the same sampler seed; each family's candidates (label, options, family), the budget it got, and each
+    family's pick after half the trials (family -> options; what `budget_moves` checks the answer against)."""
     if n_trials <= 0 or not families:
-        return [], None
+        return [], None, {}
     from simlab.tuning.run import run_tune
+    from simlab.tuning.validation import checkpoints
 
-    tuned, summaries = [], []
+    tuned, summaries, halves = [], [], {}
+    half = n_trials // 2 if checkpoints(n_trials) else None
     for family in families:
         # the reference and batch-absent runs on the search units are the same for every family: made once
         t = run_tune(scenario, base, out / tune_folder(family), trials=n_trials, workers=workers,
                      progress=progress, validate=False, warn=warn, family=family,
                      search_runs=out / tune_folder("adaptive") / "search")
         tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
-        summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, [], t.found_at))
+        summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, [], t.found_at,
+                                      half if str(half) in t.picks_after else None))
+        if str(half) in t.picks_after:
+            halves[family] = options_from_dict(t.picks_after[str(half)])
     # the adaptive-only record stays what it was: its totals are the one family's
     total = TuningSummary(n_trials, sum(f.complete for f in summaries), sum(f.feasible for f in summaries), [],
                           summaries, n_trials)
     if len(summaries) == 1:
         total.trials = summaries[0].trials
-    return tuned, total
+    return tuned, total, halves
+
+
+def budget_moves(tuning: TuningSummary | None, outcome) -> list[str]:
+    """The families whose tuned arm is the choice while their search's pick after half the trials is outside the
+    tie set: halving the budget would have changed the answer, so doubling it may change it too. Trial k is the
+    same at every budget, so that earlier pick is what a run with half the trials picks (no extra runs)."""
+    if tuning is None or outcome.choice is None:
+        return []
+    tie = {outcome.choice, *outcome.tie_set}
+    return [f.family for f in tuning.families
+            if outcome.choice in f.candidates and f.half_arm is not None and f.half_arm not in tie]
 
 
 CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pooled claims

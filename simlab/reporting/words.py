@@ -643,7 +643,9 @@ def decide_sentences(r) -> list[str]:
         out.append("But on the fresh units it is shown to miss the constraint: not exported.")
     for sentence in condition_sentences(r):
         out.append(sentence)
-    if (budget := budget_sentence(r)) is not None:
+    if (moved := trials_sentence(r)) is not None:
+        out.append(moved)
+    elif (budget := budget_sentence(r)) is not None:
         out.append(budget)
     if r.command == "ab":
         out.append("Judged on the A/B's own seeds and traffic; `simlab decide` races on held-out traffic conditions "
@@ -763,6 +765,25 @@ def budget_sentence(r) -> str | None:
             "improving; a larger --trials may find better options and change the answer.")
 
 
+def half_moved(r) -> list:
+    """The choice's family when its search's pick after half the trials is outside the tie set."""
+    t = r.tuning
+    if t is None or r.trials_needed is None:
+        return []
+    return [f for f in t.families if r.choice in f.candidates and f.half_arm is not None]
+
+
+def trials_sentence(r) -> str | None:
+    """Why a tuned choice is held back: with half the trials its search picked an arm outside the tie set."""
+    moved = half_moved(r)
+    if not moved:
+        return None
+    f = moved[0]
+    return (f"The tuning budget matters: after {f.half} of its {f.trials} trials the {f.family} search picked "
+            f"{f.half_arm}, which is not in the tie set, so the answer moved with the budget and may move again; "
+            f"--trials {r.trials_needed} would tell whether it still does. Not exported.")
+
+
 def _found_at(f) -> str:
     return f"; its pick from trial {f.found_at + 1}" if f.found_at is not None else ""
 
@@ -779,6 +800,10 @@ def not_exported(r) -> str:
                 + rerun)
     if r.arm(r.choice).family == "baseline":
         return f"{r.choice} is not a production scheduler setting"
+    if (moved := half_moved(r)):
+        f = moved[0]
+        return (f"the answer depends on the tuning budget: after {f.half} of {f.trials} trials the {f.family} "
+                f"search picked {f.half_arm}, outside the tie set; rerun with --trials {r.trials_needed}")
     dom = [a.label for a in r.confirmation if a.dominates]
     if dom:
         return f"{arms_text(r, dom)} dominates the choice on the fresh confirmation units"

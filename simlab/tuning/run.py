@@ -73,7 +73,7 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
     from simlab.tuning.space import family_space
     from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study
-    from simlab.tuning.validation import choose, found_at, search_picks, validate as run_validation
+    from simlab.tuning.validation import choose, found_at, picks_after, search_picks, validate as run_validation
     from simlab.world.conditions import split
 
     quiet_optuna()
@@ -146,7 +146,8 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
         write_candidate(out, picks)
         write_tables(ctx, result, out, None, None)
         return write_record(build_record(ctx, result, [], None, None, candidates=picks,
-                                         found=found_at(ctx, result, n_trials)), out)
+                                         found=found_at(ctx, result, n_trials),
+                                         picks_after=picks_after(ctx, result, n_trials)), out)
     candidates, note = choose(ctx, result)
     rows, summary = run_validation(ctx, candidates, out, workers, progress)
     refuse = (unreachable or above) and not force

@@ -117,6 +117,36 @@ def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[s
         low = min(ok, key=lambda t: (t.values[0], t.user_attrs.get("slot", t.number)))
         if best is None or low.user_attrs["options"] != best.user_attrs["options"]:
             out[f"{family}-tuned-lowest-p95"] = dict(low.user_attrs["options"])
+    if n_trials is not None:
+        for c, options in picks_after(ctx, study, n_trials).items():
+            if options not in out.values():
+                out[f"{family}-tuned-after-{c}"] = options
+    return out
+
+
+def checkpoints(n_trials: int) -> list[int]:
+    """The earlier budgets whose picks race beside the search's own, largest first: half the budget, and every
+    10 x 2^k below it. Trial k is the same at every budget (simlab/tuning/study.py seeds its sampler from the
+    slot), so the search at one budget holds the search at each of these: --trials 20 races the pick a
+    --trials 10 run makes, --trials 60 those of 10, 20, 30 and 40, and decide can tell whether halving the
+    budget would change the answer."""
+    if n_trials < 4:
+        return []
+    out = {n_trials // 2}
+    c = 10
+    while c < n_trials:
+        out.add(c)
+        c *= 2
+    return sorted(out, reverse=True)
+
+
+def picks_after(ctx: TuneContext, study, n_trials: int) -> dict[int, dict]:
+    """The rule's pick over the first c trials, for each checkpoint c of `n_trials` (`checkpoints`)."""
+    out = {}
+    for c in checkpoints(n_trials):
+        best = pick_best(ctx, within_budget(study, c))
+        if best is not None:
+            out[c] = dict(best.user_attrs["options"])
     return out
 
 
