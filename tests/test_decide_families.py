@@ -111,7 +111,8 @@ def test_every_point_of_a_family_space_is_valid_options_of_that_family(family, d
     rounding; the pairs a policy needs ordered stay ordered (holdback's ceilings, aimd's limits, gradient2's
     partitions within one limit)."""
     s = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
-    base = s.options("adaptive")
+    # the scenario's own batch floor, up to its ceiling: a searched ceiling may fall below it (holdback)
+    base = s.options("adaptive").with_changes(batch_min_concurrency=data.draw(st.integers(1, 3), label="floor"))
     space = family_space(family, s, base)
     params = space.suggest(DrawnTrial(data))
     options = options_for(base, params, s, space)  # validates, or raises

@@ -146,6 +146,11 @@ def options_for(base: SchedulerOptions, params: dict, scenario: Scenario, space:
         if space.family == "gradient2" and "batchPartition" in params:
             # the two partitions share one limit (Netflix's README: live 0.9, batch 0.1): live takes the rest
             data["interactivePartition"] = round(1.0 - data["batchPartition"], 10)
+        low, high = data.get("batchMinConcurrency"), data.get("batchMaxConcurrency")
+        if "batchMaxConcurrency" in params and "batchMinConcurrency" not in params and low is not None \
+                and high is not None and low > high:
+            # a searched ceiling below the scenario's floor (holdback reads no floor): the floor follows it down
+            data["batchMinConcurrency"] = high
         return SchedulerOptions.model_validate(data)
     changes = {"policy": "adaptive", "recheck_on_expiry": scenario.tune.recheck_on_expiry or base.recheck_on_expiry}
     for key, value in params.items():
