@@ -142,12 +142,12 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
             bar.close()
 
     if not validate:
-        picks = search_picks(ctx, result, n_trials)
+        after = picks_after(ctx, result, n_trials)
+        picks = search_picks(ctx, result, n_trials, after)
         write_candidate(out, picks)
         write_tables(ctx, result, out, None, None)
         return write_record(build_record(ctx, result, [], None, None, candidates=picks,
-                                         found=found_at(ctx, result, n_trials),
-                                         picks_after=picks_after(ctx, result, n_trials)), out)
+                                         found=found_at(ctx, result, n_trials), picks_after=after), out)
     candidates, note = choose(ctx, result)
     rows, summary = run_validation(ctx, candidates, out, workers, progress)
     refuse = (unreachable or above) and not force

@@ -100,12 +100,14 @@ def pick_best(ctx: TuneContext, trials):
     return by.get(outcome.choice) if outcome.choice else None
 
 
-def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[str, dict]:
+def search_picks(ctx: TuneContext, study, n_trials: int | None = None,
+                 after: dict[int, dict] | None = None) -> dict[str, dict]:
     """What the search proposes to `simlab decide`, as simlab options: the rule's pick over the first `n_trials`
     trials ("<family>-tuned", e.g. "adaptive-tuned") and, when it differs, the feasible trial with the lowest
     search objective ("<family>-tuned-lowest-p95": with few search seeds the rule's ties are wide and favour
     throughput). Trials beyond `n_trials` (a study grown by an earlier, longer run) are left out, so --trials N
-    means N."""
+    means N. Beside them, the picks of the earlier budgets (`after`, else `picks_after`) that differ:
+    "<family>-tuned-after-C"."""
     trials = within_budget(study, n_trials)
     out = {}
     family = ctx.space.family
@@ -117,10 +119,11 @@ def search_picks(ctx: TuneContext, study, n_trials: int | None = None) -> dict[s
         low = min(ok, key=lambda t: (t.values[0], t.user_attrs.get("slot", t.number)))
         if best is None or low.user_attrs["options"] != best.user_attrs["options"]:
             out[f"{family}-tuned-lowest-p95"] = dict(low.user_attrs["options"])
-    if n_trials is not None:
-        for c, options in picks_after(ctx, study, n_trials).items():
-            if options not in out.values():
-                out[f"{family}-tuned-after-{c}"] = options
+    if after is None and n_trials is not None:
+        after = picks_after(ctx, study, n_trials)
+    for c, options in (after or {}).items():
+        if options not in out.values():
+            out[f"{family}-tuned-after-{c}"] = options
     return out
 
 
