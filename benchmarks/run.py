@@ -182,16 +182,17 @@ def kv_backend(table: Table, rep: int) -> None:
         table.add(f"continuous batching, eval-sweep-long, {policy}: per request", "cpu us", per_request["plain"])
         table.add(f"KV cache + priority, eval-sweep-long-kv, {policy} ({stats['preemptions']:,} preemptions): per request",
                   "cpu us", per_request["kv"], base, target=target)
-DECIDE_MODES = ("racing", "exhaustive", "replications2", "trials-half")  # what --decide-modes may name
+DECIDE_MODES = ("racing", "exhaustive", "replications2", "trials-half", "trials-double")  # what --decide-modes may name
 
 
 def decide_args(mode: str, path: Path) -> list[str]:
     """The flags of one mode: racing (default settings), every arm on every unit, racing at a second budget
-    (twice the selection seeds per held-out condition, or half the tuning trials per family)."""
+    (twice the selection seeds per held-out condition, or half or twice the tuning trials per family)."""
     scenario = load_scenario(path)
     return {"racing": [], "exhaustive": ["--exhaustive"],
             "replications2": ["--replications", str(2 * scenario.tune.holdout_seeds)],
-            "trials-half": ["--trials", str(max(1, scenario.decision.trials // 2))]}[mode]
+            "trials-half": ["--trials", str(max(1, scenario.decision.trials // 2))],
+            "trials-double": ["--trials", str(2 * scenario.decision.trials)]}[mode]
 
 
 def agree(a: dict, b: dict) -> str:
