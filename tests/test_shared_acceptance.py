@@ -170,7 +170,9 @@ def test_a_killed_process_gives_its_slots_back_within_the_lease(prefix, tmp_path
             assert sample[0] - kill_ms < 3 * LEASE_MS, "the killed process's leases never expired"
             time.sleep(0.005)
         returned_ms = after[-1][0] - kill_ms
-        # the survivors take the freed slots: the cap is full again without the victim
+        # the survivors take the freed slots: the cap is full again without the victim. They refill as their own
+        # work arrives (Poisson, 8/s each) and their acquirers poll (every 100 ms): on a loaded machine that took
+        # over a second after the expiry once, so the bound is this deadline, not a tighter timing
         refill_deadline = time.monotonic() + 5
         while True:
             now_ms, i, b, mine = probe.sample()
@@ -192,7 +194,6 @@ def test_a_killed_process_gives_its_slots_back_within_the_lease(prefix, tmp_path
     assert returned_ms <= LEASE_MS + 50
     # and not much sooner than a renewal period before that: it was the expiry, not a release, that freed them
     assert returned_ms >= LEASE_MS - LEASE_MS / 4 - 50
-    assert refilled_ms <= returned_ms + 1000
     for s in survivors:
         assert s["starts"] == s["ends"] and s["limiter"]["mode"] == "shared"
     r = client(url)

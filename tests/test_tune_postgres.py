@@ -65,7 +65,10 @@ def test_joined_workers_share_one_study(storage, scenario, tmp_path):
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     for p in procs:
         _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err
+        # joined proposals depend on timing (docs/tuning.md), so the validated pick may or may not be exported
+        # (exit 3 says why); what this test asserts is the one shared study below
+        assert p.returncode in (0, 3) and "Traceback" not in err, err
+        assert p.returncode == 0 or "not exported" in err, err
     trials = _trials(storage, name)
     numbers = [t.number for t in trials]
     assert len(numbers) == len(set(numbers))
