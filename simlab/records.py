@@ -424,6 +424,8 @@ class TuneRecord:
     # inside `simlab decide`: the rule's pick over the first c trials (str(c) -> simlab options), for each earlier
     # budget c that races (simlab/tuning/validation.py `checkpoints`)
     picks_after: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # inside `simlab decide`: what a run with half the trials would race from this search (label -> options)
+    half_picks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def metric(self) -> str:
@@ -938,8 +940,8 @@ class FamilyTuning:
     feasible: int
     candidates: list[str]  # labels of its tuned arms added
     found_at: int | None = None  # the slot (0-based) of the trial its "<family>-tuned" pick came from
-    half: int | None = None  # half the budget: the earlier search whose pick the answer is checked against
-    half_arm: str | None = None  # the arm that holds the pick after `half` trials (itself, or an equal arm)
+    half: int | None = None  # half the budget: the shorter search the answer is checked against
+    half_arm: str | None = None  # the arm that holds the rule's pick after `half` trials (itself, or an equal arm)
 
 
 @dataclass
@@ -1008,9 +1010,11 @@ class DecideRecord:
     tuning: TuningSummary | None = None
     figures: list[str] = field(default_factory=list)
     batch_deadline_share: float | None = None  # [decision]: feasible only with this share of batch jobs on time
-    # the choice is a tuned arm and its family's pick after half the trials is outside the tie set: the answer
-    # depends on the tuning budget; these trials per family (--trials) would tell whether it still moves
+    # the tie set (the choice included) holds only tuned arms a run with half the trials would not have raced:
+    # the answer depends on the tuning budget; `budget_arms` are those arms, and these trials per family
+    # (--trials) would tell whether it still moves
     trials_needed: int | None = None
+    budget_arms: list[str] = field(default_factory=list)
 
     def arm(self, label: str | None, confirmation: bool = False) -> ArmResult | None:
         for a in (self.confirmation if confirmation else self.selection):

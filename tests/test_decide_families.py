@@ -341,14 +341,14 @@ def test_a_search_holds_the_pick_of_every_shorter_search(tiny, tmp_path):
         assert long.candidates["adaptive-tuned-after-4"] == long.picks_after["4"]
 
 
-def _tuned(half_arm, candidates=("adaptive-tuned",)):
+def _tuned(candidates=("adaptive-tuned", "adaptive-tuned-after-10")):
     from types import SimpleNamespace
 
-    return SimpleNamespace(families=[SimpleNamespace(family="adaptive", trials=20, half=10, half_arm=half_arm,
-                                                     candidates=list(candidates))])
+    return SimpleNamespace(families=[SimpleNamespace(family="adaptive", trials=20, half=10,
+                                                     half_arm="adaptive-tuned-after-10", candidates=list(candidates))])
 
 
-def test_a_tuned_choice_whose_half_budget_pick_is_outside_the_tie_set_depends_on_the_budget():
+def test_a_tie_set_only_the_longer_search_found_depends_on_the_budget():
     from types import SimpleNamespace
 
     from simlab.decision.run import budget_moves
@@ -356,18 +356,23 @@ def test_a_tuned_choice_whose_half_budget_pick_is_outside_the_tie_set_depends_on
     def outcome(choice, tie):
         return SimpleNamespace(choice=choice, tie_set=tie)
 
-    # the pick after 10 trials lost to the pick after 20: the answer moved with the budget
-    moving = _tuned("adaptive-tuned-after-10", ("adaptive-tuned", "adaptive-tuned-after-10"))
-    assert budget_moves(moving, outcome("adaptive-tuned", ["adaptive-tuned", "static-4"])) == ["adaptive"]
-    # ... not when it is in the tie set, nor when it is the choice's own options (one arm)
-    assert budget_moves(moving, outcome("adaptive-tuned", ["adaptive-tuned", "adaptive-tuned-after-10"])) == []
-    assert budget_moves(_tuned("adaptive-tuned"), outcome("adaptive-tuned", ["adaptive-tuned"])) == []
-    # a static choice does not hang on the search; nor does one with no tuning or no choice
-    assert budget_moves(moving, outcome("static-4", ["static-4"])) == []
-    assert budget_moves(None, outcome("adaptive-tuned", [])) == []
-    assert budget_moves(moving, outcome(None, [])) == []
-    # a half-budget pick equal to another arm (a static cap) is judged as that arm
-    assert budget_moves(_tuned("static-3"), outcome("adaptive-tuned", ["adaptive-tuned"])) == ["adaptive"]
+    shorter = {"adaptive-tuned-after-10"}  # what a 10-trial run races from the search
+    # the tie set is the 20-trial pick alone: a 10-trial run would not have raced it
+    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-tuned"]), shorter) == ["adaptive-tuned"]
+    # ... not when the shorter run's pick, a static cap or a family's defaults is in the tie set too
+    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-tuned", "adaptive-tuned-after-10"]),
+                        shorter) == []
+    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-tuned", "static-4"]), shorter) == []
+    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-defaults"]), shorter) == []
+    # nor when the choice is the shorter run's own pick, or a static cap
+    assert budget_moves(_tuned(), outcome("adaptive-tuned-after-10", ["adaptive-tuned-after-10"]), shorter) == []
+    assert budget_moves(_tuned(), outcome("static-4", ["static-4"]), shorter) == []
+    # no tuning, no choice, or a budget too small to halve (no shorter run known): nothing to say
+    assert budget_moves(None, outcome("adaptive-tuned", []), shorter) == []
+    assert budget_moves(_tuned(), outcome(None, []), shorter) == []
+    small = _tuned()
+    small.families[0].half = None
+    assert budget_moves(small, outcome("adaptive-tuned", ["adaptive-tuned"]), set()) == []
 
 
 def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell():
@@ -375,11 +380,25 @@ def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell(
 
     from simlab.reporting import words
 
-    r = SimpleNamespace(choice="adaptive-tuned", trials_needed=40, tuning=_tuned("adaptive-tuned-after-10"),
-                        settled=True, arm=lambda label: SimpleNamespace(family="adaptive"))
+    r = SimpleNamespace(choice="adaptive-tuned", trials_needed=40, tuning=_tuned(), budget_arms=["adaptive-tuned"],
+                        settled=True, selection=[], arm=lambda label: SimpleNamespace(family="adaptive"))
     said = words.trials_sentence(r)
-    assert "after 10 of its 20 trials the adaptive search picked adaptive-tuned-after-10" in said
+    assert "the tie set is adaptive-tuned alone, found only in the second half of its search" in said
+    assert "a run with 10 of the 20 trials would not race it" in said
     assert "--trials 40" in said and "Not exported" in said
     assert words.not_exported(r).endswith("rerun with --trials 40")
-    r.trials_needed = None
+    r.budget_arms = ["adaptive-tuned", "holdback-tuned"]
+    assert "every arm of the tie set (adaptive-tuned and holdback-tuned)" in words.trials_sentence(r)
+    r.trials_needed, r.budget_arms = None, []
     assert words.trials_sentence(r) is None
+
+
+def test_decide_knows_what_a_run_with_half_the_trials_races(tiny, tmp_path):
+    """The search's record holds the arms a run with half the trials would race: exactly that run's picks."""
+    from simlab.tuning.run import run_tune
+
+    scenario = load_scenario(tiny)
+    base = scenario.options()
+    short = run_tune(scenario, base, tmp_path / "short", trials=4, validate=False, progress=False)
+    long = run_tune(scenario, base, tmp_path / "long", trials=8, validate=False, progress=False)
+    assert long.half_picks == short.candidates

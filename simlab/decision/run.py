@@ -53,14 +53,16 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     tuned, tuning, halves = tune_families(scenario, base, out, tuned_families(families), n_trials, workers, progress,
                                           warn)
     specs = decide_specs(base, scenario, tuned, tuple(families))
+    holder = {option_key(s.options): s.label for s in specs}
     if tuning is not None:
         kept = {s.label for s in specs}
-        holder = {option_key(s.options): s.label for s in specs}
         for f in tuning.families:
             f.candidates = [label for label, _, family in tuned if family == f.family and label in kept]
-            half = halves.get(f.family)
-            f.half_arm = holder.get(option_key(half)) if half is not None else None
+            half = halves.get(f.family, {})
+            f.half_arm = holder.get(option_key(half[pick_label(f.family)])) if pick_label(f.family) in half else None
         tuning.candidates = [c for f in tuning.families for c in f.candidates]
+    # the tuned arms a run with half the trials would race too (its picks this run also races)
+    shorter = {holder[k] for picks in halves.values() for o in picks.values() if (k := option_key(o)) in holder}
     reference = reference_label(rule, base)
     defaults = exported_options(base.with_changes(policy="adaptive"))
     bounds = bound_specs(base, scenario, batch_alone=False)
@@ -68,7 +70,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     plan = Plan(scenario, held, out / "selection", workers, progress, scheduler)
     raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
     outcome = raced.outcome
-    moved = budget_moves(tuning, outcome)
+    moved = budget_moves(tuning, outcome, shorter)
     by = {a.label: a for a in raced.arms}
     best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
@@ -110,16 +112,17 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
         exit_code=0 if exported else 3, runs=plan.runs + cplan.runs,
         runs_exhaustive=every * budget * len(held) + cplan.runs, tuning=tuning,
-        trials_needed=2 * n_trials if moved else None,
+        trials_needed=2 * n_trials if moved else None, budget_arms=moved,
     )
 
 
 def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, families: list[str], n_trials: int,
                   workers: int, progress: bool, warn) -> tuple[list[tuple[str, SchedulerOptions, str]],
-                                                           TuningSummary | None, dict[str, SchedulerOptions]]:
+                                                           TuningSummary | None,
+                                                           dict[str, dict[str, SchedulerOptions]]]:
     """The same search for every family: `n_trials` trials each, on the same search units (conditions x seeds)
-    with the same sampler seed; each family's candidates (label, options, family), the budget it got, and each
-    family's pick after half the trials (family -> options; what `budget_moves` checks the answer against)."""
+    with the same sampler seed; each family's candidates (label, options, family), the budget it got, and what
+    a run with half the trials would race from each family's search (family -> label there -> options)."""
     if n_trials <= 0 or not families:
         return [], None, {}
     from simlab.tuning.run import run_tune
@@ -134,9 +137,9 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
                      search_runs=out / tune_folder("adaptive") / "search")
         tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
         summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, [], t.found_at,
-                                      half if str(half) in t.picks_after else None))
-        if str(half) in t.picks_after:
-            halves[family] = options_from_dict(t.picks_after[str(half)])
+                                      half))
+        if half is not None:
+            halves[family] = {label: options_from_dict(o) for label, o in t.half_picks.items()}
     # the adaptive-only record stays what it was: its totals are the one family's
     total = TuningSummary(n_trials, sum(f.complete for f in summaries), sum(f.feasible for f in summaries), [],
                           summaries, n_trials)
@@ -145,15 +148,21 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
     return tuned, total, halves
 
 
-def budget_moves(tuning: TuningSummary | None, outcome) -> list[str]:
-    """The families whose tuned arm is the choice while their search's pick after half the trials is outside the
-    tie set: halving the budget would have changed the answer, so doubling it may change it too. Trial k is the
-    same at every budget, so that earlier pick is what a run with half the trials picks (no extra runs)."""
-    if tuning is None or outcome.choice is None:
+def pick_label(family: str) -> str:
+    return f"{family}-tuned"
+
+
+def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> list[str]:
+    """The tie set (the choice included) when every arm of it is a tuned arm that a run with half the trials
+    would not have raced (`shorter`: the arms it would): the answer then moved with the budget, so doubling it
+    may move it again. Trial k is the same at every budget, so the shorter run's arms are known here without
+    running it. Empty when any arm of the tie set is a static cap, a family's defaults, a baseline or a pick the
+    shorter search also makes."""
+    if tuning is None or outcome.choice is None or not any(f.half is not None for f in tuning.families):
         return []
-    tie = {outcome.choice, *outcome.tie_set}
-    return [f.family for f in tuning.families
-            if outcome.choice in f.candidates and f.half_arm is not None and f.half_arm not in tie]
+    tie = [outcome.choice, *(a for a in outcome.tie_set if a != outcome.choice)]
+    found = {c for f in tuning.families for c in f.candidates}
+    return tie if all(a in found and a not in shorter for a in tie) else []
 
 
 CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pooled claims

@@ -765,22 +765,29 @@ def budget_sentence(r) -> str | None:
             "improving; a larger --trials may find better options and change the answer.")
 
 
-def half_moved(r) -> list:
-    """The choice's family when its search's pick after half the trials is outside the tie set."""
-    t = r.tuning
-    if t is None or r.trials_needed is None:
-        return []
-    return [f for f in t.families if r.choice in f.candidates and f.half_arm is not None]
+def budget_text(r) -> str | None:
+    """'every arm of the tie set (holdback-tuned) was found only after trial 10 of 20', when the answer hangs on
+    the tuning budget."""
+    if not r.trials_needed or not r.budget_arms or r.tuning is None:
+        return None
+    halves = [f for f in r.tuning.families if f.half is not None]
+    if not halves:
+        return None
+    f = halves[0]
+    shorter = f"a run with {f.half} of the {f.trials} trials"
+    if len(r.budget_arms) == 1:
+        return (f"the tie set is {arms_text(r, r.budget_arms)} alone, found only in the second half of its search: "
+                f"{shorter} would not race it")
+    return (f"every arm of the tie set ({arms_text(r, r.budget_arms)}) was found only in the second half of the "
+            f"searches: {shorter} would race none of them")
 
 
 def trials_sentence(r) -> str | None:
-    """Why a tuned choice is held back: with half the trials its search picked an arm outside the tie set."""
-    moved = half_moved(r)
-    if not moved:
+    """Why a tuned choice is held back: a run with half the trials would race none of the tie set."""
+    text = budget_text(r)
+    if text is None:
         return None
-    f = moved[0]
-    return (f"The tuning budget matters: after {f.half} of its {f.trials} trials the {f.family} search picked "
-            f"{f.half_arm}, which is not in the tie set, so the answer moved with the budget and may move again; "
+    return (f"The tuning budget matters: {text}, so the answer moved with the budget and may move again; "
             f"--trials {r.trials_needed} would tell whether it still does. Not exported.")
 
 
@@ -800,10 +807,8 @@ def not_exported(r) -> str:
                 + rerun)
     if r.arm(r.choice).family == "baseline":
         return f"{r.choice} is not a production scheduler setting"
-    if (moved := half_moved(r)):
-        f = moved[0]
-        return (f"the answer depends on the tuning budget: after {f.half} of {f.trials} trials the {f.family} "
-                f"search picked {f.half_arm}, outside the tie set; rerun with --trials {r.trials_needed}")
+    if (text := budget_text(r)) is not None:
+        return f"the answer depends on the tuning budget: {text}; rerun with --trials {r.trials_needed}"
     dom = [a.label for a in r.confirmation if a.dominates]
     if dom:
         return f"{arms_text(r, dom)} dominates the choice on the fresh confirmation units"

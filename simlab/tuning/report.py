@@ -91,7 +91,7 @@ def _production(options: dict) -> dict:
 
 def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None, pick: dict | None,
                  candidates: dict[str, dict] | None = None, found: int | None = None,
-                 picks_after: dict[int, dict] | None = None) -> TuneRecord:
+                 picks_after: dict[int, dict] | None = None, half_picks: dict[str, dict] | None = None) -> TuneRecord:
     done = completed(study)
     required = ctx.tune.throughput_fraction * ctx.reference_throughput
     return TuneRecord(
@@ -118,7 +118,7 @@ def build_record(ctx: TuneContext, study, summary: list[dict], note: str | None,
         search_conditions=[n for n, _ in ctx.worlds()],
         holdout_conditions=[n for n, _ in ctx.worlds(held=True)],
         candidates=dict(candidates or {}), found_at=found,
-        picks_after={str(c): o for c, o in (picks_after or {}).items()},
+        picks_after={str(c): o for c, o in (picks_after or {}).items()}, half_picks=dict(half_picks or {}),
         pick=pick["config"] if pick is not None else None,
         trial_points=trial_points(ctx, study),
         importances=importances(ctx, study, done),

@@ -73,7 +73,8 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
     from simlab.tuning.space import family_space
     from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study
-    from simlab.tuning.validation import choose, found_at, picks_after, search_picks, validate as run_validation
+    from simlab.tuning.validation import (checkpoints, choose, found_at, picks_after, search_picks,
+                                         validate as run_validation)
     from simlab.world.conditions import split
 
     quiet_optuna()
@@ -144,10 +145,13 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     if not validate:
         after = picks_after(ctx, result, n_trials)
         picks = search_picks(ctx, result, n_trials, after)
+        # what a run with half the trials races from this search: the same trials, read at that budget
+        half = search_picks(ctx, result, n_trials // 2) if checkpoints(n_trials) else {}
         write_candidate(out, picks)
         write_tables(ctx, result, out, None, None)
         return write_record(build_record(ctx, result, [], None, None, candidates=picks,
-                                         found=found_at(ctx, result, n_trials), picks_after=after), out)
+                                         found=found_at(ctx, result, n_trials), picks_after=after,
+                                         half_picks=half), out)
     candidates, note = choose(ctx, result)
     rows, summary = run_validation(ctx, candidates, out, workers, progress)
     refuse = (unreachable or above) and not force
