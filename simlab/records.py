@@ -941,7 +941,6 @@ class FamilyTuning:
     candidates: list[str]  # labels of its tuned arms added
     found_at: int | None = None  # the slot (0-based) of the trial its "<family>-tuned" pick came from
     half: int | None = None  # half the budget: the shorter search the answer is checked against
-    half_arm: str | None = None  # the arm that holds the rule's pick after `half` trials (itself, or an equal arm)
 
 
 @dataclass

@@ -345,7 +345,7 @@ def _tuned(candidates=("adaptive-tuned", "adaptive-tuned-after-10")):
     from types import SimpleNamespace
 
     return SimpleNamespace(families=[SimpleNamespace(family="adaptive", trials=20, half=10,
-                                                     half_arm="adaptive-tuned-after-10", candidates=list(candidates))])
+                                                     candidates=list(candidates))])
 
 
 def test_a_tie_set_only_the_longer_search_found_depends_on_the_budget():

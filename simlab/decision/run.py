@@ -58,8 +58,6 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         kept = {s.label for s in specs}
         for f in tuning.families:
             f.candidates = [label for label, _, family in tuned if family == f.family and label in kept]
-            half = halves.get(f.family, {})
-            f.half_arm = holder.get(option_key(half[pick_label(f.family)])) if pick_label(f.family) in half else None
         tuning.candidates = [c for f in tuning.families for c in f.candidates]
     # the tuned arms a run with half the trials would race too (its picks this run also races)
     shorter = {holder[k] for picks in halves.values() for o in picks.values() if (k := option_key(o)) in holder}
@@ -146,10 +144,6 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
     if len(summaries) == 1:
         total.trials = summaries[0].trials
     return tuned, total, halves
-
-
-def pick_label(family: str) -> str:
-    return f"{family}-tuned"
 
 
 def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> list[str]:
