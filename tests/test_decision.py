@@ -326,3 +326,23 @@ def test_a_per_condition_contradiction_blocks_the_export():
     assert _uniform_contradiction(traded) == []  # a trade-off across conditions, said in the answer
     alone = [ConditionCheck("a", 5, i, i, ["static-5"], [], None), ConditionCheck("b", 5, i, i, [], [], None)]
     assert _uniform_contradiction(alone) == ["static-5"]  # contradicted: exit 3
+
+
+def test_exhaustive_measures_every_arm_on_every_unit_and_stops_where_racing_does(tmp_path):
+    """--exhaustive differs from racing only by what racing leaves unmeasured: the same rounds judged the same way
+    (tiny-decide is settled in the first round, before the budget of 3 seeds), on every arm and unit measured."""
+    import simlab
+
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(SMALL)
+    raced = simlab.decide(scen, trials=0, out=tmp_path / "racing")
+    full = simlab.decide(scen, trials=0, out=tmp_path / "exhaustive", exhaustive=True)
+    assert raced.seeds_budget == full.seeds_budget == 3
+    assert [r.seeds for r in raced.rounds] == [2]  # stopped before the budget ...
+    assert [(r.seeds, r.choice, r.tie_set, r.settled) for r in full.rounds] == \
+        [(r.seeds, r.choice, r.tie_set, r.settled) for r in raced.rounds]  # ... and so did the exhaustive run
+    assert (full.choice, full.settled, full.exported, full.exit_code) == \
+        (raced.choice, raced.settled, raced.exported, raced.exit_code)
+    assert full.runs == full.runs_exhaustive > raced.runs  # every arm on every unit of the budget was measured
+    assert full.selection_units == raced.selection_units  # the answer's units: those judged, 2 seeds x 3
+    assert len(full.selection_units) == 2 * len(full.conditions)

@@ -19,7 +19,8 @@ def register(sub) -> None:
     p.add_argument("--replications", type=int,
                    help="at most this many selection seeds per held-out condition (default: [tune] holdout_seeds)")
     p.add_argument("--exhaustive", action="store_true",
-                   help="every arm on every selection unit of the budget, no racing (same rule, more runs)")
+                   help="every arm on every selection unit of the budget, nothing put out of measurement; the same "
+                        "rounds judged, to check what racing's savings change")
     p.add_argument("--options", help="production options to start from (default: the scenario's [scheduler])")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (results do not depend on it)")
     p.add_argument("--out", help="output folder (default results/SCENARIO/decide)")

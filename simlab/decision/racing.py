@@ -18,9 +18,11 @@ between two measured neighbours joins (measured on every unit so far) wherever e
 contention, until no such gap is left. Caps between two neighbours that are both out are never measured: on a
 frontier whose P95 and throughput move with the cap, they lie between two arms already beaten.
 
-`exhaustive=True` measures every arm on every selection unit of the budget first, then judges the same rounds
-on the units of their seeds: the same rule on more runs, to check that racing gives the same answer
-(benchmarks/run.py counts the runs it saves).
+`exhaustive=True` measures every arm (the whole frontier) on every selection unit of the budget first, then
+judges the same rounds on the units of their seeds and stops where racing's rule says the answer is stable, with
+no arm ever put out of measurement: what racing's eliminations and frontier refinement would change, checked
+(benchmarks/run.py counts the runs they save). Whether more seeds would move a stable answer is the budget's
+question (`--replications`), not this one.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Race:
     bound_p95: list[float] | None
     stable: bool  # settled by the rule, or the same tie set two rounds in a row
     settled_by: str  # "decided" | "unchanged" | "" (the budget ran out first)
+    judged: int  # the selection units the answer was judged on (the first ones of the plan's; all, when racing)
 
 
 def schedule(first: int, budget: int) -> list[int]:
@@ -137,8 +140,9 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
          slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
     """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
     Stable: the rule says settled (no undecided arm could move the choice), or the tie set is the same after two
-    rounds in a row (the choice within it may still change with the tie-break). `exhaustive`: every arm on every unit first, then the same rounds judged on
-    the units of their seeds (so the two answers are comparable)."""
+    rounds in a row (the choice within it may still change with the tie-break). `exhaustive`: every arm on every
+    unit first, then the same rounds judged on the units of their seeds, stopping where racing would: the two
+    answers differ only by what racing did not measure."""
     steps = schedule(first_seeds(rule, len(plan.conditions), budget), budget)
     statics = sorted((s for s in specs if s.family == "static"), key=lambda s: s.cap)
     ref_cap = [s.cap for s in statics if s.label == reference]
@@ -180,11 +184,11 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
         rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
                             outcome.tie_set, stable))
         done = n
-        if exhaustive:
-            continue  # judged at every step, to the budget: nothing stops, nothing is frozen
         if stable or n >= budget:
             break
+        if exhaustive:
+            continue  # nothing is frozen: every arm is judged on every unit of the round
         stop_the_out(outcome, frozen, k, keep=(reference, outcome.choice, outcome.leader, outcome.second_leader))
     bound = [float(v) for v in plan.measured.values(NO_BATCH, P95)[:upto]] if bounds else None
     return Race(outcome, arms, frozen, rounds, bound, stable, "decided" if outcome.settled else (
-        "unchanged" if stable else ""))
+        "unchanged" if stable else ""), upto)

@@ -88,7 +88,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     exported = bool(confirmed and raced.stable and not moved and by[outcome.choice].deployable)
     cb = cplan.measured.values(NO_BATCH, P95) if carms and bounds else None
     bound_values = cb if cb is not None else (np.asarray(raced.bound_p95) if raced.bound_p95 else None)
-    selection_units = list(plan.measured.units)
+    selection_units = list(plan.measured.units)[:raced.judged]  # --exhaustive measured more than it judged
     every = len(specs) + len(bounds)
     return DecideRecord(
         scenario=scenario.name, command="decide", rule=rule.rule, level=rule.level, p95_margin=rule.p95_margin,
