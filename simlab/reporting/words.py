@@ -766,8 +766,8 @@ def budget_sentence(r) -> str | None:
 
 
 def budget_text(r) -> str | None:
-    """'every arm of the tie set (holdback-tuned) was found only after trial 10 of 20', when the answer hangs on
-    the tuning budget."""
+    """'the tie set is holdback-tuned alone, found only in the second half of its search: a run with 10 of the 20
+    trials would not race it' (or every arm of a larger tie set), when the answer hangs on the tuning budget."""
     if not r.trials_needed or not r.budget_arms or r.tuning is None:
         return None
     halves = [f for f in r.tuning.families if f.half is not None]
