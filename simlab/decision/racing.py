@@ -2,8 +2,10 @@
 
 Round 0 measures every arm on the first seeds of every held-out condition (common random numbers). After each
 round the rule judges the arms on the units they share (simlab/decision/rule.py); an arm the rule has put out
-(shown infeasible, or worse than the leader by more than a margin on either axis) stops being measured and
-keeps that standing; the others get more seeds (the count doubles, up to the budget). Racing stops as soon as
+(shown infeasible, or worse than the leader by more than the margin on the rule's first axis: out of the tie
+set) stops being
+measured and keeps that standing, and still counts in the later rounds' equivalence tests as one shown not
+equivalent, so that each Holm family is as large as if it were measured; the others get more seeds (the count doubles, up to the budget). Racing stops as soon as
 the choice is settled (it would be the same whatever the undecided arms turn out to be), or when the budget is
 spent: then the answer is unsettled, and the record says which arms keep it so and how many seeds would
 decide them. The baselines (not deployable) run in round 0 only, for the record; the reference arm and the
@@ -95,11 +97,14 @@ def _share(measured: Measurements, label: str):
 
 
 def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> None:
-    """Arms shown infeasible, or out on either axis, stop being measured after round k (their standing kept)."""
+    """Arms shown infeasible, or out of the tie set (worse than the leader by more than the margin), stop being
+    measured after round k (their standing kept). An arm of the tie set goes on, even when it is out on the second
+    axis: that standing is against the tie set's best arm on it, which can itself leave the tie set later (an arm
+    frozen there would then be judged against a tie set it is no longer compared with)."""
     for label, st in outcome.standings.items():
         if label in frozen or label in keep:
             continue
-        if st.feasible == "no" or st.tie == "out" or st.second == "out":
+        if st.feasible == "no" or st.tie == "out":
             frozen[label] = Frozen(st, k)
 
 
@@ -120,13 +125,13 @@ def best_of(arms: list[Arm], family: str, rule, reference, defaults, bound, slo_
 def refine(statics: list[ArmSpec], waiting: set[str], outcome: Outcome, frozen: dict[str, Frozen],
            best_static: str | None = None) -> list[ArmSpec]:
     """The waiting caps to measure now: the one halfway between each two measured neighbours of which at least
-    one is still in contention (not shown infeasible, not out on either axis) or is the best static cap (which
+    one is still in contention (not shown infeasible, not out of the tie set) or is the best static cap (which
     the answer names, so it is found as a full sweep would find it)."""
     def contending(label: str) -> bool:
         if label == best_static:
             return True
         st = frozen[label].standing if label in frozen else outcome.standings.get(label)
-        return st is None or not (st.feasible == "no" or st.tie == "out" or st.second == "out")
+        return st is None or not (st.feasible == "no" or st.tie == "out")
 
     measured = [i for i, s in enumerate(statics) if s.label not in waiting]
     out = []

@@ -28,12 +28,15 @@ from simlab.decision.racing import arms_of, best_of, race
 from simlab.decision.rule import judge
 from simlab.errors import InputError
 from simlab.experiments.plan import NO_BATCH, Measurements, Plan, bound_specs
+from simlab.experiments.runner import pooled
 from simlab.experiments.stats import mean_ci
 from simlab.policies import SchedulerOptions, options_from_dict
 from simlab.records import ArmResult, ConditionCheck, DecideRecord, FamilyTuning, Interval, TuningSummary, Unit
 from simlab.scenario import Scenario
 from simlab.world.conditions import split
 
+
+@pooled
 def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None,
                replications: int | None = None, workers: int = 1, progress: bool = True, scheduler=None,
                exhaustive: bool = False, warn: Callable[[str], None] | None = None) -> DecideRecord:

@@ -10,6 +10,8 @@ or on which job finished first.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -182,7 +184,9 @@ def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, 
                 results[i] = execute(*cell)
                 bar.update()
         else:
-            pool = ProcessPoolExecutor(max_workers=min(workers, len(cells)))
+            shared = _SHARED.get(workers)
+            pool = shared or ProcessPoolExecutor(max_workers=min(workers, len(cells)))
+            futures = {}
             try:
                 futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
                 for future in as_completed(futures):
@@ -191,12 +195,55 @@ def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, 
             except BaseException:
                 # Ctrl-C or a failed run: nothing more starts (the runs under way end and are kept). A worker
                 # that took the SIGINT inside a run reports it as that run's error and would go on to the next.
-                pool.shutdown(wait=False, cancel_futures=True)
+                for future in futures:
+                    future.cancel()
+                if shared is None:
+                    pool.shutdown(wait=False, cancel_futures=True)
                 raise
-            pool.shutdown()
+            if shared is None:
+                pool.shutdown()
     finally:
         bar.close()
     return [results[i] for i in range(len(cells))]
+
+
+_SHARED: dict[int, ProcessPoolExecutor] = {}  # workers -> the pool of the command under way (`one_pool`)
+
+
+@contextlib.contextmanager
+def one_pool(workers: int):
+    """Inside, every batch of runs with `workers` processes (run_cells, a tuning study's batches) goes to one
+    pool, made when this opens: the workers start once per command, not once per racing round, refinement or
+    tuning study (16 pools in a nightly-backfill decide), and keep what they read (a parsed trace) between
+    batches. Nested uses share the outer pool; outside, each batch makes its own."""
+    if workers <= 1 or workers in _SHARED:
+        yield
+        return
+    pool = ProcessPoolExecutor(max_workers=workers)
+    _SHARED[workers] = pool
+    try:
+        yield
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C or a failure: nothing more starts
+        raise
+    else:
+        pool.shutdown()
+    finally:
+        _SHARED.pop(workers, None)
+
+
+def pooled(fn):
+    """`fn` runs inside `one_pool` for its `workers` keyword (a command's whole run: tune, decide)."""
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        with one_pool(kwargs.get("workers", 1)):
+            return fn(*args, **kwargs)
+    return inner
+
+
+def shared_pool(workers: int) -> ProcessPoolExecutor | None:
+    """The pool `one_pool` opened for `workers` processes, if one is open."""
+    return _SHARED.get(workers)
 
 
 def _on_dask(scheduler, args: list[tuple]):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from simlab.errors import InputError
+from simlab.experiments.runner import pooled
 from simlab.policies import SchedulerOptions
 from simlab.records import TuneRecord
 from simlab.scenario import Scenario
@@ -55,6 +56,7 @@ def quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
 
 
+@pooled
 def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None, workers: int = 1,
              storage: str | None = None, study: str | None = None, objective: str | None = None,
              mode: str | None = None, join: bool = False, progress: bool = True, force: bool = False,

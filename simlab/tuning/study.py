@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab.errors import InputError
-from simlab.experiments.runner import Job, execute
+from simlab.experiments.runner import Job, execute, shared_pool
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.tuning.space import Space, options_for, params_of
@@ -296,15 +296,20 @@ def evaluate_batch(ctx: TuneContext, study: optuna.Study, numbers: list[int], po
         pending[number] = (options, [None] * len(cells), [len(cells)])
         for k, cell in enumerate(cells):
             futures[pool.submit(_execute_cell, cell)] = (number, k)
-    for future in as_completed(futures):
-        number, k = futures[future]
-        options, results, left = pending[number]
-        results[k] = future.result()
-        left[0] -= 1
-        if left[0] == 0:
-            record(ctx, study, number, options, results)
-            if progress:
-                progress(study)
+    try:
+        for future in as_completed(futures):
+            number, k = futures[future]
+            options, results, left = pending[number]
+            results[k] = future.result()
+            left[0] -= 1
+            if left[0] == 0:
+                record(ctx, study, number, options, results)
+                if progress:
+                    progress(study)
+    except BaseException:
+        for future in futures:  # a pool shared with the rest of the command starts none of this batch's runs
+            future.cancel()
+        raise
 
 
 # --- the controller --------------------------------------------------------------------------------
@@ -313,7 +318,8 @@ def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -
     study = load_or_create(ctx)
     abandon_half_made(study)
     batch = ctx.tune.batch_size
-    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    shared = shared_pool(workers)
+    pool = shared or (ProcessPoolExecutor(max_workers=workers) if workers > 1 else None)
     try:
         for start in range(0, n_trials, batch):
             slots = trials_by_slot(study)
@@ -332,7 +338,7 @@ def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -
             else:
                 evaluate_batch(ctx, study, todo, pool, progress)
     finally:
-        if pool is not None:
+        if pool is not None and shared is None:
             pool.shutdown(cancel_futures=True)
     return study
 
