@@ -180,6 +180,41 @@ def test_an_arm_at_the_margin_leaves_the_answer_unsettled_until_more_units_decid
     assert many.settled and many.choice == "static-4" and many.standings["static-4"].tie == "equivalent"
 
 
+def test_racing_stops_measuring_only_arms_out_of_the_tie_set():
+    """An arm in the tie set but out on the second axis goes on: that standing is against the tie set's best
+    arm on throughput, which can leave the tie set later (eval-sweep's racing picked another cap than the
+    exhaustive run while this froze such arms)."""
+    from simlab.decision.racing import stop_the_out
+    from simlab.decision.rule import Outcome, Standing
+
+    standings = {"static-3": Standing("yes", "equivalent", "out"), "static-4": Standing("yes", "out", ""),
+                 "static-1": Standing("no", "", ""), "static-5": Standing("yes", "leader", "leader"),
+                 "static-6": Standing("undecided", "", "")}
+    frozen = {}
+    stop_the_out(Outcome("static-5", "static-5", "static-5", "static-5", standings, False), frozen, 0, keep=())
+    assert sorted(frozen) == ["static-1", "static-4"]
+
+
+def test_arms_stopped_out_of_the_tie_set_still_count_in_the_equivalence_family():
+    """Holm over the equivalence claims has the size it would have had the stopped arms been measured: an
+    equivalence shown at alpha alone (p between alpha / 2 and alpha) is undecided once one stopped arm counts."""
+    from simlab.decision.compare import equivalent
+    from simlab.decision.rule import against
+
+    axis = Axis(P95, 0.02)
+    rng = np.random.default_rng(5)
+    lead = Arm("static-5", {}, 1000 + rng.normal(0, 1, 8), np.full(8, 100.0), "static", 5)
+    noise = rng.normal(0, 1, 8)
+    for spread in np.linspace(1, 40, 400):  # the first spread that puts the claim's p in (alpha / 2, alpha]
+        near = Arm("static-6", {}, lead.p95 + 8 + spread * noise, np.full(8, 100.0), "static", 6)
+        if 0.025 < equivalent(near, lead, axis) <= 0.05:
+            break
+    else:
+        pytest.fail("no spread gave p in (0.025, 0.05]")
+    assert against(lead, [lead, near], axis, 0.05)["static-6"] == "equivalent"
+    assert against(lead, [lead, near], axis, 0.05, out=1)["static-6"] == "undecided"
+
+
 # --- the frontier and the export shape -----------------------------------------------------------------------------
 
 def test_adaptive_with_min_equal_max_is_exactly_static():
