@@ -311,6 +311,33 @@ def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
         assert (other / name).read_bytes() == (out / name).read_bytes(), name
 
 
+def test_a_decide_starts_its_worker_processes_once(decided, tiny, tmp_path, monkeypatch):
+    """Every tuning batch, racing round and refinement of one decide runs on the one pool the command opens (one
+    per round and study before: 16 in a nightly-backfill decide); the answer is the one-process answer."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from simlab.decision.run import run_decide
+    from simlab.experiments import runner
+    from simlab.tuning import study
+
+    made = []
+
+    class Counted(ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs.get("max_workers"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(study, "ProcessPoolExecutor", Counted)
+    scenario = load_scenario(tiny.parent / "settles.toml")
+    base = scenario.options().with_changes(policy="adaptive")
+    record = run_decide(scenario, base, tmp_path / "out", trials=2, replications=4, workers=2, progress=False)
+    assert made == [2]
+    _, out = decided
+    assert record.choice == json.loads((out / "result.json").read_text())["record"]["choice"]
+    assert len(record.rounds) >= 1 and record.tuning is not None  # racing and tuning both ran on it
+
+
 # --- the answer against half the tuning budget ----------------------------------------------------------------
 
 
