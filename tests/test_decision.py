@@ -212,7 +212,7 @@ def test_arms_stopped_out_of_the_tie_set_still_count_in_the_equivalence_family()
     else:
         pytest.fail("no spread gave p in (0.025, 0.05]")
     assert against(lead, [lead, near], axis, 0.05)["static-6"] == "equivalent"
-    assert against(lead, [lead, near], axis, 0.05, out=1)["static-6"] == "undecided"
+    assert against(lead, [lead, near], axis, 0.05, stopped=1)["static-6"] == "undecided"
 
 
 # --- the frontier and the export shape -----------------------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 Round 0 measures every arm on the first seeds of every held-out condition (common random numbers). After each
 round the rule judges the arms on the units they share (simlab/decision/rule.py); an arm the rule has put out
-(shown infeasible, or worse than the leader by more than the margin on the rule's first axis: out of the tie
-set) stops being
-measured and keeps that standing, and still counts in the later rounds' equivalence tests as one shown not
-equivalent, so that each Holm family is as large as if it were measured; the others get more seeds (the count doubles, up to the budget). Racing stops as soon as
-the choice is settled (it would be the same whatever the undecided arms turn out to be), or when the budget is
-spent: then the answer is unsettled, and the record says which arms keep it so and how many seeds would
-decide them. The baselines (not deployable) run in round 0 only, for the record; the reference arm and the
-bounds the rule reads run in every round.
+(shown infeasible, or worse than the leader by more than the margin on the rule's first axis: out of the tie set)
+stops being measured and keeps that standing, and still counts in the later rounds' equivalence tests as one
+shown not equivalent, so that each Holm family is as large as if it were measured; the others get more seeds (the
+count doubles, up to the budget). Racing stops as soon as the choice is settled (it would be the same whatever
+the undecided arms turn out to be), or when the budget is spent: then the answer is unsettled, and the record
+says which arms keep it so and how many seeds would decide them. The baselines (not deployable) run in round 0
+only, for the record; the reference arm and the bounds the rule reads run in every round.
 
 Racing also stops when the tie set is the same after two rounds in a row (it has stopped changing) even though
 some arms are still undecided; the record says which criterion ended it.

@@ -157,14 +157,14 @@ def _three(p_yes: float, p_no: float, alpha: float) -> str:
     return "yes" if p_yes < alpha else ("no" if p_no < alpha else "undecided")
 
 
-def against(anchor: Arm, pool: list[Arm], axis: Axis, alpha: float, out: int = 0) -> dict[str, str]:
+def against(anchor: Arm, pool: list[Arm], axis: Axis, alpha: float, stopped: int = 0) -> dict[str, str]:
     """Each arm of `pool` against `anchor` on `axis`: equivalent (within +-margin), out (worse by more than the
-    margin) or undecided; two families (equivalence claims, "worse" claims), each Holm-corrected. `out`: arms
+    margin) or undecided; two families (equivalence claims, "worse" claims), each Holm-corrected. `stopped`: arms
     racing stopped measuring once shown out: each still counts in the equivalence family, as a claim not shown
     (p = 1), so that the family is the size it would be had they been measured (in the "worse" family a claim
     already shown changes no other arm's threshold, so it needs no place)."""
     others = [a for a in pool if a.label != anchor.label]
-    eq, _ = holm([equivalent(o, anchor, axis) for o in others] + [1.0] * out, alpha)
+    eq, _ = holm([equivalent(o, anchor, axis) for o in others] + [1.0] * stopped, alpha)
     worse, _ = holm([worse_beyond(o, anchor, axis) for o in others], alpha)
     out = {anchor.label: "leader"}
     for o, e, w in zip(others, eq, worse):
@@ -199,7 +199,7 @@ def inside(a: Arm, anchor: Arm, axis: Axis) -> bool:
 
 
 def _pick(pool: list[Arm], primary: Axis, secondary: Axis, alpha: float, defaults: dict, p95: Axis, thr: Axis,
-          force: str | None = None, flip: frozenset = frozenset(), out: int = 0) -> _Pick:
+          force: str | None = None, flip: frozenset = frozenset(), stopped: int = 0) -> _Pick:
     """Steps 2-5 on the feasible `pool`. An undecided arm counts in a tie set when its point estimate is within
     the margin (`force` "in" / "out": every undecided arm in / out; `flip`: these undecided arms the other way)."""
     if not pool:
@@ -214,7 +214,7 @@ def _pick(pool: list[Arm], primary: Axis, secondary: Axis, alpha: float, default
         return guess != (a.label in flip)
 
     leader = _best(pool, primary, defaults)
-    tie = against(leader, pool, primary, alpha, out)
+    tie = against(leader, pool, primary, alpha, stopped)
     kept = [a for a in pool if counts(a, tie[a.label], leader, primary)]
     top = _best(kept, secondary, defaults)
     second = against(top, kept, secondary, alpha)
@@ -248,9 +248,9 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     # an undecided arm counts in a tie set on its point estimate; the answer is settled when that guess does not
     # matter: every undecided arm in, every one out, each one the other way, each undecided feasibility counted in
     # arms racing stopped measuring once out of the tie set still count in the primary axis's equivalence family
-    out = sum(1 for f in frozen.values() if f.standing.feasible == "yes" and f.standing.tie == "out")
+    stopped = sum(1 for f in frozen.values() if f.standing.feasible == "yes" and f.standing.tie == "out")
     pick = functools.partial(_pick, primary=primary, secondary=secondary, alpha=alpha, defaults=defaults, p95=p95,
-                             thr=thr, out=out)
+                             thr=thr, stopped=stopped)
     base = pick(yes)
     standings = {}
     for a in arms:  # in the arms' order; the arms racing stopped keep their standing
