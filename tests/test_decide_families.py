@@ -318,7 +318,6 @@ def test_a_decide_starts_its_worker_processes_once(decided, tiny, tmp_path, monk
 
     from simlab.decision.run import run_decide
     from simlab.experiments import runner
-    from simlab.tuning import study
 
     made = []
 
@@ -327,8 +326,7 @@ def test_a_decide_starts_its_worker_processes_once(decided, tiny, tmp_path, monk
             made.append(kwargs.get("max_workers"))
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", Counted)
-    monkeypatch.setattr(study, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", Counted)  # every pool is made there
     scenario = load_scenario(tiny.parent / "settles.toml")
     base = scenario.options().with_changes(policy="adaptive")
     record = run_decide(scenario, base, tmp_path / "out", trials=2, replications=4, workers=2, progress=False)

@@ -95,6 +95,11 @@ def _share(measured: Measurements, label: str):
     return share if np.isfinite(share).any() else None
 
 
+def put_out(st) -> bool:
+    """Shown infeasible, or out of the tie set: racing stops measuring such an arm, and refines no gap beside it."""
+    return st.feasible == "no" or st.tie == "out"
+
+
 def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> None:
     """Arms shown infeasible, or out of the tie set (worse than the leader by more than the margin), stop being
     measured after round k (their standing kept). An arm of the tie set goes on, even when it is out on the second
@@ -103,7 +108,7 @@ def stop_the_out(outcome: Outcome, frozen: dict[str, Frozen], k: int, keep) -> N
     for label, st in outcome.standings.items():
         if label in frozen or label in keep:
             continue
-        if st.feasible == "no" or st.tie == "out":
+        if put_out(st):
             frozen[label] = Frozen(st, k)
 
 
@@ -130,7 +135,7 @@ def refine(statics: list[ArmSpec], waiting: set[str], outcome: Outcome, frozen: 
         if label == best_static:
             return True
         st = frozen[label].standing if label in frozen else outcome.standings.get(label)
-        return st is None or not (st.feasible == "no" or st.tie == "out")
+        return st is None or not put_out(st)
 
     measured = [i for i, s in enumerate(statics) if s.label not in waiting]
     out = []

@@ -248,7 +248,7 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     # an undecided arm counts in a tie set on its point estimate; the answer is settled when that guess does not
     # matter: every undecided arm in, every one out, each one the other way, each undecided feasibility counted in
     # arms racing stopped measuring once out of the tie set still count in the primary axis's equivalence family
-    stopped = sum(1 for f in frozen.values() if f.standing.feasible == "yes" and f.standing.tie == "out")
+    stopped = sum(1 for f in frozen.values() if f.standing.tie == "out")  # (only a feasible arm has a tie standing)
     pick = functools.partial(_pick, primary=primary, secondary=secondary, alpha=alpha, defaults=defaults, p95=p95,
                              thr=thr, stopped=stopped)
     base = pick(yes)

@@ -184,24 +184,20 @@ def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, 
                 results[i] = execute(*cell)
                 bar.update()
         else:
-            shared = _SHARED.get(workers)
-            pool = shared or ProcessPoolExecutor(max_workers=min(workers, len(cells)))
-            futures = {}
-            try:
-                futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    bar.update()
-            except BaseException:
-                # Ctrl-C or a failed run: nothing more starts (the runs under way end and are kept). A worker
-                # that took the SIGINT inside a run reports it as that run's error and would go on to the next.
-                for future in futures:
-                    future.cancel()
-                if shared is None:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            if shared is None:
-                pool.shutdown()
+            with one_pool(workers, processes=min(workers, len(cells))):
+                pool = shared_pool(workers)
+                futures = {}
+                try:
+                    futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
+                    for future in as_completed(futures):
+                        results[futures[future]] = future.result()
+                        bar.update()
+                except BaseException:
+                    # Ctrl-C or a failed run: nothing more of this batch starts (the runs under way end and are
+                    # kept). A worker that took the SIGINT inside a run reports it as that run's error.
+                    for future in futures:
+                        future.cancel()
+                    raise
     finally:
         bar.close()
     return [results[i] for i in range(len(cells))]
@@ -211,15 +207,16 @@ _SHARED: dict[int, ProcessPoolExecutor] = {}  # workers -> the pool of the comma
 
 
 @contextlib.contextmanager
-def one_pool(workers: int):
+def one_pool(workers: int, processes: int | None = None):
     """Inside, every batch of runs with `workers` processes (run_cells, a tuning study's batches) goes to one
-    pool, made when this opens: the workers start once per command, not once per racing round, refinement or
-    tuning study (16 pools in a nightly-backfill decide), and keep what they read (a parsed trace) between
-    batches. Nested uses share the outer pool; outside, each batch makes its own."""
+    pool (`shared_pool`), made when the outermost use opens (with `processes` workers, default `workers`) and shut
+    down when it closes: a command wrapped in it (`pooled`) starts its workers once, not once per racing round,
+    refinement or tuning study (16 pools in a nightly-backfill decide), and they keep what they read (a parsed
+    trace) between batches. Ctrl-C or a failure inside: nothing more starts. workers <= 1: no pool."""
     if workers <= 1 or workers in _SHARED:
         yield
         return
-    pool = ProcessPoolExecutor(max_workers=workers)
+    pool = ProcessPoolExecutor(max_workers=processes or workers)
     _SHARED[workers] = pool
     try:
         yield

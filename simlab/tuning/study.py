@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab.errors import InputError
-from simlab.experiments.runner import Job, execute, shared_pool
+from simlab.experiments.runner import Job, execute, one_pool, shared_pool
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.tuning.space import Space, options_for, params_of
@@ -318,9 +318,8 @@ def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -
     study = load_or_create(ctx)
     abandon_half_made(study)
     batch = ctx.tune.batch_size
-    shared = shared_pool(workers)
-    pool = shared or (ProcessPoolExecutor(max_workers=workers) if workers > 1 else None)
-    try:
+    with one_pool(workers):  # the command's pool (run_tune), or one for this study
+        pool = shared_pool(workers)  # None for one process
         for start in range(0, n_trials, batch):
             slots = trials_by_slot(study)
             todo = []
@@ -337,9 +336,6 @@ def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -
                         progress(study)
             else:
                 evaluate_batch(ctx, study, todo, pool, progress)
-    finally:
-        if pool is not None and shared is None:
-            pool.shutdown(cancel_futures=True)
     return study
 
 
