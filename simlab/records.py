@@ -1009,11 +1009,12 @@ class DecideRecord:
     tuning: TuningSummary | None = None
     figures: list[str] = field(default_factory=list)
     batch_deadline_share: float | None = None  # [decision]: feasible only with this share of batch jobs on time
-    # the tie set (the choice included) holds only tuned arms a run with half the trials would not have raced:
-    # the answer depends on the tuning budget; `budget_arms` are those arms, and these trials per family
-    # (--trials) would tell whether it still moves
+    # the answer depends on the tuning budget (simlab/decision/run.py `budget_moves`): `budget_why` says how
+    # ("start-up" | "tie-set" | "choice", "" when it does not), `budget_arms` are the arms it hangs on, and these
+    # trials per family (--trials) would tell whether it still moves
     trials_needed: int | None = None
     budget_arms: list[str] = field(default_factory=list)
+    budget_why: str = ""
 
     def arm(self, label: str | None, confirmation: bool = False) -> ArmResult | None:
         for a in (self.confirmation if confirmation else self.selection):

@@ -218,9 +218,13 @@ def test_decide_ranks_every_family_after_equal_budgets(decided):
     from simlab.records import load
 
     proc, out = decided
-    assert proc.returncode == 0, proc.stderr
+    # settled and confirmed, but 2 trials are within the sampler's random start-up and tuned arms tie: held back
+    assert proc.returncode == 3, proc.stderr
+    assert "random start-up" in proc.stderr and "rerun with --trials 20" in proc.stderr
     rec = load(out / "result.json", "decide")
-    assert rec.settled and rec.exported and rec.choice == "static-3"
+    assert rec.settled and rec.confirmed and not rec.exported and rec.choice == "static-3"
+    assert rec.budget_why == "start-up" and rec.trials_needed == 20
+    assert set(rec.budget_arms) <= {c for f in rec.tuning.families for c in f.candidates} and rec.budget_arms
     assert [f.family for f in rec.tuning.families] == list(TUNED)
     assert {f.trials for f in rec.tuning.families} == {2} and rec.tuning.trials_per_family == 2
     with open(out / "frontier.csv", newline="") as f:
@@ -306,8 +310,8 @@ def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
     other = tiny.parent / "out-2"
     proc = simlab("decide", tiny.parent / "settles.toml", "--trials", "2", "--replications", "4", "--out", other,
                   "--quiet", "--workers", "2", check=False)
-    assert proc.returncode == 0, proc.stderr
-    for name in ("frontier.csv", "confirmation.csv", "best-options.json"):
+    assert proc.returncode == 3, proc.stderr
+    for name in ("frontier.csv", "confirmation.csv", "candidate-options-NOT-VALIDATED.json"):
         assert (other / name).read_bytes() == (out / name).read_bytes(), name
 
 
@@ -366,38 +370,86 @@ def test_a_search_holds_the_pick_of_every_shorter_search(tiny, tmp_path):
         assert long.candidates["adaptive-tuned-after-4"] == long.picks_after["4"]
 
 
-def _tuned(candidates=("adaptive-tuned", "adaptive-tuned-after-10")):
+def _tuned(candidates=("adaptive-tuned", "adaptive-tuned-after-10"), trials=20):
     from types import SimpleNamespace
 
-    return SimpleNamespace(families=[SimpleNamespace(family="adaptive", trials=20, half=10,
+    return SimpleNamespace(families=[SimpleNamespace(family="adaptive", trials=trials, half=trials // 2,
                                                      candidates=list(candidates))])
 
 
-def test_a_tie_set_only_the_longer_search_found_depends_on_the_budget():
+def _outcome(choice, tie, equivalent=()):
+    """The rule's outcome: `choice` leads, the arms in `equivalent` are shown equivalent, the rest undecided."""
     from types import SimpleNamespace
 
-    from simlab.decision.run import budget_moves
+    from simlab.decision.rule import Standing
 
-    def outcome(choice, tie):
-        return SimpleNamespace(choice=choice, tie_set=tie)
+    standings = {a: Standing("feasible", "leader" if a == choice else "equivalent" if a in equivalent
+                             else "undecided") for a in tie}
+    return SimpleNamespace(choice=choice, tie_set=list(tie), standings=standings)
+
+
+def test_a_tie_set_only_the_longer_search_found_depends_on_the_budget():
+    from simlab.decision.run import budget_moves
 
     shorter = {"adaptive-tuned-after-10"}  # what a 10-trial run races from the search
     # the tie set is the 20-trial pick alone: a 10-trial run would not have raced it
-    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-tuned"]), shorter) == ["adaptive-tuned"]
-    # ... not when the shorter run's pick, a static cap or a family's defaults is in the tie set too
-    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-tuned", "adaptive-tuned-after-10"]),
-                        shorter) == []
-    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-tuned", "static-4"]), shorter) == []
-    assert budget_moves(_tuned(), outcome("adaptive-tuned", ["adaptive-defaults"]), shorter) == []
+    assert budget_moves(_tuned(), _outcome("adaptive-tuned", ["adaptive-tuned"]), shorter) == (
+        ["adaptive-tuned"], "tie-set")
+    # ... not when the shorter run's pick, a static cap or a family's defaults is shown equivalent to it
+    for other in ("adaptive-tuned-after-10", "static-4", "adaptive-defaults"):
+        assert budget_moves(_tuned(), _outcome("adaptive-tuned", ["adaptive-tuned", other], [other]),
+                            shorter) == ([], "")
     # nor when the choice is the shorter run's own pick, or a static cap
-    assert budget_moves(_tuned(), outcome("adaptive-tuned-after-10", ["adaptive-tuned-after-10"]), shorter) == []
-    assert budget_moves(_tuned(), outcome("static-4", ["static-4"]), shorter) == []
-    # no tuning, no choice, or a budget too small to halve (no shorter run known): nothing to say
-    assert budget_moves(None, outcome("adaptive-tuned", []), shorter) == []
-    assert budget_moves(_tuned(), outcome(None, []), shorter) == []
+    assert budget_moves(_tuned(), _outcome("adaptive-tuned-after-10", ["adaptive-tuned-after-10"]),
+                        shorter) == ([], "")
+    assert budget_moves(_tuned(), _outcome("static-4", ["static-4", "adaptive-tuned"]), shorter) == ([], "")
+    # no tuning, no choice, or a budget too small to halve (no shorter run known) past the start-up: nothing
+    assert budget_moves(None, _outcome("adaptive-tuned", []), shorter) == ([], "")
+    assert budget_moves(_tuned(), _outcome(None, []), shorter) == ([], "")
     small = _tuned()
     small.families[0].half = None
-    assert budget_moves(small, outcome("adaptive-tuned", ["adaptive-tuned"]), set()) == []
+    assert budget_moves(small, _outcome("adaptive-tuned", ["adaptive-tuned"]), set()) == ([], "")
+
+
+def test_a_late_choice_beside_arms_only_undecided_depends_on_the_budget():
+    """real-engine-priority at 20 trials: the choice came from trial 14 of its search, a static cap and the
+    shorter run's picks only undecided beside it; at 40 trials the search moved on again. The undecided arms do
+    not hold the answer: the shorter run would not give it."""
+    from simlab.decision.run import budget_moves
+
+    shorter = {"adaptive-tuned-after-10"}
+    tie = ["adaptive-tuned", "static-4", "adaptive-tuned-after-10"]
+    assert budget_moves(_tuned(), _outcome("adaptive-tuned", tie), shorter) == (["adaptive-tuned"], "choice")
+    # one of them shown equivalent holds it
+    assert budget_moves(_tuned(), _outcome("adaptive-tuned", tie, ["static-4"]), shorter) == ([], "")
+    # a late arm shown equivalent does not
+    assert budget_moves(_tuned(("adaptive-tuned", "adaptive-tuned-lowest-p95", "adaptive-tuned-after-10")),
+                        _outcome("adaptive-tuned", [*tie, "adaptive-tuned-lowest-p95"],
+                                 ["adaptive-tuned-lowest-p95"]), shorter) == (["adaptive-tuned"], "choice")
+
+
+def test_searches_within_the_random_start_up_hold_back_a_tie_set_with_tuned_arms():
+    """gpu-kv-pressure at 10 trials exported a pick found at trial 2 of a random start-up; 20 trials found
+    options 13% better on P95. Within the start-up no lookback is evidence: any tuned arm in the tie set holds
+    the answer back, whatever the arm found early; a tie set of static caps and defaults alone does not."""
+    from simlab.decision.run import budget_moves, trials_to_tell
+    from simlab.tuning import STARTUP_TRIALS
+
+    early = _tuned(trials=STARTUP_TRIALS)
+    shorter = {"adaptive-tuned-after-10"}  # even the half-budget run's own pick
+    assert budget_moves(early, _outcome("static-16", ["static-16", "adaptive-tuned-after-10"]), shorter) == (
+        ["adaptive-tuned-after-10"], "start-up")
+    assert budget_moves(early, _outcome("static-16", ["static-16", "adaptive-defaults"]), shorter) == ([], "")
+    tiny = _tuned(trials=4)
+    tiny.families[0].half = None  # too small to halve: the start-up still holds it back
+    assert budget_moves(tiny, _outcome("adaptive-tuned", ["adaptive-tuned"]), set()) == (
+        ["adaptive-tuned"], "start-up")
+    # one trial past the start-up, the lookback judges again
+    assert budget_moves(_tuned(trials=STARTUP_TRIALS + 1), _outcome("static-16", ["static-16", "adaptive-tuned"],
+                                                                   ["adaptive-tuned"]), shorter) == ([], "")
+    assert trials_to_tell(4, "start-up") == 2 * STARTUP_TRIALS
+    assert trials_to_tell(20, "choice") == trials_to_tell(20, "tie-set") == 40
+    assert trials_to_tell(20, "") is None
 
 
 def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell():
@@ -414,6 +466,16 @@ def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell(
     assert words.not_exported(r).endswith("rerun with --trials 40")
     r.budget_arms = ["adaptive-tuned", "holdback-tuned"]
     assert "every arm of the tie set (adaptive-tuned and holdback-tuned)" in words.trials_sentence(r)
+    r.budget_why, r.budget_arms = "choice", ["adaptive-tuned"]
+    said = words.trials_sentence(r)
+    assert "the choice, adaptive-tuned, was found only in the second half of its search" in said
+    assert "a run with 10 of the 20 trials would race: that run would not give this answer" in said
+    r.budget_why, r.trials_needed, r.tuning = "start-up", 20, _tuned(trials=10)
+    said = words.trials_sentence(r)
+    assert "every search ran 10 trials, all within the sampler's random start-up" in said
+    assert "the tuned arm of the tie set (adaptive-tuned) is a chance draw" in said
+    assert "--trials 20 would tell whether the answer holds. Not exported." in said
+    assert words.not_exported(r).endswith("rerun with --trials 20")
     r.trials_needed, r.budget_arms = None, []
     assert words.trials_sentence(r) is None
 

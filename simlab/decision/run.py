@@ -71,7 +71,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
     plan = Plan(scenario, held, out / "selection", workers, progress, scheduler)
     raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
     outcome = raced.outcome
-    moved = budget_moves(tuning, outcome, shorter)
+    moved, moved_why = budget_moves(tuning, outcome, shorter)
     by = {a.label: a for a in raced.arms}
     best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
@@ -113,7 +113,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
         exit_code=0 if exported else 3, runs=plan.runs + cplan.runs,
         runs_exhaustive=every * budget * len(held) + cplan.runs, tuning=tuning,
-        trials_needed=2 * n_trials if moved else None, budget_arms=moved,
+        trials_needed=trials_to_tell(n_trials, moved_why), budget_arms=moved, budget_why=moved_why,
     )
 
 
@@ -149,17 +149,47 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
     return tuned, total, halves
 
 
-def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> list[str]:
-    """The tie set (the choice included) when every arm of it is a tuned arm that a run with half the trials
-    would not have raced (`shorter`: the arms it would): the answer then moved with the budget, so doubling it
-    may move it again. Trial k is the same at every budget, so the shorter run's arms are known here without
-    running it. Empty when any arm of the tie set is a static cap, a family's defaults, a baseline or a pick the
-    shorter search also makes."""
-    if tuning is None or outcome.choice is None or not any(f.half is not None for f in tuning.families):
-        return []
+def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> tuple[list[str], str]:
+    """Whether the answer hangs on the tuning budget: the arms it hangs on and why ("" when it does not).
+
+    - "start-up": every search stopped within the sampler's random start-up (simlab.tuning.STARTUP_TRIALS) and
+      the tie set holds tuned arms. Those are random draws, and a random search's best of N trials lies in its
+      second N as often as in its first, so no lookback at this budget is evidence; the arms are those draws.
+    - "tie-set": every arm of the tie set (the choice included) is a tuned arm that a run with half the trials
+      would not have raced (`shorter`: the arms it would). Trial k is the same at every budget, so the shorter
+      run's arms are known here without running it.
+    - "choice": the choice is such an arm, and no arm shown equivalent to the leader is a static cap, a family's
+      defaults, a baseline or a pick the shorter run makes: its search was still improving where the answer
+      comes from (undecided arms beside it do not hold the answer; the shorter run need not pick them).
+    """
+    from simlab.tuning import STARTUP_TRIALS
+
+    if tuning is None or outcome.choice is None or not tuning.families:
+        return [], ""
     tie = [outcome.choice, *(a for a in outcome.tie_set if a != outcome.choice)]
     found = {c for f in tuning.families for c in f.candidates}
-    return tie if all(a in found and a not in shorter for a in tie) else []
+    if all(f.trials <= STARTUP_TRIALS for f in tuning.families) and any(a in found for a in tie):
+        return [a for a in tie if a in found], "start-up"
+    if not any(f.half is not None for f in tuning.families):
+        return [], ""
+    late = {a for a in tie if a in found and a not in shorter}
+    if len(late) == len(tie):
+        return tie, "tie-set"
+    standing = outcome.standings
+    anchored = any(standing[a].tie == "equivalent" for a in tie if a not in late)
+    if outcome.choice in late and not anchored:
+        return [outcome.choice], "choice"
+    return [], ""
+
+
+def trials_to_tell(n_trials: int, why: str) -> int | None:
+    """--trials that would tell whether a budget-dependent answer still moves: twice the budget, and at least
+    twice the sampler's random start-up when the searches ended within it."""
+    from simlab.tuning import STARTUP_TRIALS
+
+    if not why:
+        return None
+    return max(2 * n_trials, 2 * STARTUP_TRIALS) if why == "start-up" else 2 * n_trials
 
 
 CONFIRM_UNITS = 10  # the confirmation's default size: enough units for the pooled claims

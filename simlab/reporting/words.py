@@ -10,6 +10,7 @@ from dataclasses import asdict
 from simlab.calibration.fit import ALPHA, MIN_PER_STEP, format_duration, format_span
 from simlab.experiments.tables import fmt_ci, fmt_num
 from simlab.records import ScenarioFacts
+from simlab.tuning import STARTUP_TRIALS
 
 
 def p_is(p: float | None) -> str:
@@ -766,27 +767,42 @@ def budget_sentence(r) -> str | None:
 
 
 def budget_text(r) -> str | None:
-    """'the tie set is holdback-tuned alone, found only in the second half of its search: a run with 10 of the 20
-    trials would not race it' (or every arm of a larger tie set), when the answer hangs on the tuning budget."""
-    if not r.trials_needed or not r.budget_arms or r.tuning is None:
+    """Why the answer hangs on the tuning budget (`r.budget_why`), e.g. 'the tie set is holdback-tuned alone,
+    found only in the second half of its search: a run with 10 of the 20 trials would not race it'."""
+    if not r.trials_needed or not r.budget_arms or r.tuning is None or not r.tuning.families:
         return None
+    why = getattr(r, "budget_why", "") or "tie-set"  # records saved before budget_why knew only the tie set
+    arms = arms_text(r, r.budget_arms)
+    if why == "start-up":
+        f = r.tuning.families[0]
+        return (f"every search ran {f.trials} trials, all within the sampler's random start-up (its first "
+                f"{STARTUP_TRIALS} trials are drawn at random), so the tuned "
+                f"{'arm' if len(r.budget_arms) == 1 else 'arms'} of the tie set ({arms}) "
+                f"{'is a chance draw' if len(r.budget_arms) == 1 else 'are chance draws'} that a longer search may "
+                "beat")
     halves = [f for f in r.tuning.families if f.half is not None]
     if not halves:
         return None
     f = halves[0]
     shorter = f"a run with {f.half} of the {f.trials} trials"
+    if why == "choice":
+        return (f"the choice, {arms}, was found only in the second half of its search and no arm shown "
+                f"equivalent to it is one {shorter} would race: that run would not give this answer")
     if len(r.budget_arms) == 1:
-        return (f"the tie set is {arms_text(r, r.budget_arms)} alone, found only in the second half of its search: "
+        return (f"the tie set is {arms} alone, found only in the second half of its search: "
                 f"{shorter} would not race it")
-    return (f"every arm of the tie set ({arms_text(r, r.budget_arms)}) was found only in the second half of the "
+    return (f"every arm of the tie set ({arms}) was found only in the second half of the "
             f"searches: {shorter} would race none of them")
 
 
 def trials_sentence(r) -> str | None:
-    """Why a tuned choice is held back: a run with half the trials would race none of the tie set."""
+    """Why a tuned choice is held back: the answer hangs on the tuning budget (`budget_text`)."""
     text = budget_text(r)
     if text is None:
         return None
+    if (getattr(r, "budget_why", "") or "tie-set") == "start-up":
+        return (f"The tuning budget matters: {text}; --trials {r.trials_needed} would tell whether the answer "
+                "holds. Not exported.")
     return (f"The tuning budget matters: {text}, so the answer moved with the budget and may move again; "
             f"--trials {r.trials_needed} would tell whether it still does. Not exported.")
 

@@ -23,6 +23,7 @@ from simlab.errors import InputError
 from simlab.experiments.runner import Job, execute, one_pool, shared_pool
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
+from simlab.tuning import STARTUP_TRIALS
 from simlab.tuning.space import Space, options_for, params_of
 
 OBJECTIVE_METRIC = {"p95": "interactive_p95_ms", "p99": "interactive_p99_ms"}
@@ -77,7 +78,7 @@ def make_sampler(sampler_seed: int, slot: int) -> optuna.samplers.BaseSampler:
     return optuna.samplers.TPESampler(
         seed=(sampler_seed * 1_000_003 + slot) % 2**32,
         constraints_func=constraint_of,
-        n_startup_trials=10,
+        n_startup_trials=STARTUP_TRIALS,
     )
 
 
