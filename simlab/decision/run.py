@@ -153,8 +153,8 @@ def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> tu
     """Whether the answer hangs on the tuning budget: the arms it hangs on and why ("" when it does not).
 
     - "start-up": every search stopped within the sampler's random start-up (simlab.tuning.STARTUP_TRIALS) and
-      the tie set holds tuned arms. Those are random draws, and a random search's best of N trials lies in its
-      second N as often as in its first, so no lookback at this budget is evidence; the arms are those draws.
+      the tie set holds tuned arms. Those are random draws, and the best of 2N random trials is as likely to be
+      among the last N as among the first, so no lookback at this budget is evidence; the arms are those draws.
     - "tie-set": every arm of the tie set (the choice included) is a tuned arm that a run with half the trials
       would not have raced (`shorter`: the arms it would). Trial k is the same at every budget, so the shorter
       run's arms are known here without running it.
