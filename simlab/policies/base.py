@@ -93,8 +93,8 @@ class Task:
         self.retries = 0
         self.source = None  # the workload that made it
         self.index = index  # the task's row in a run's records (the engine's; None elsewhere)
-        self.wasted_tokens = 0  # work a backend threw away: cancelled, or preempted and recomputed
-        self.wasted_ms = 0.0
+        # attempts, wasted_tokens and wasted_ms (work a backend threw away: cancelled, or preempted and
+        # recomputed) stay unset: their properties read 0 until a lifecycle writes them
 
     # Lifecycle (timeouts, eviction): dispatches so far, and the work thrown away by stopped attempts. Slots left
     # unset until first written, read through these properties (0 until then): a run that never stops a task
