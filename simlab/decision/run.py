@@ -33,6 +33,7 @@ from simlab.experiments.stats import mean_ci
 from simlab.policies import SchedulerOptions, options_from_dict
 from simlab.records import ArmResult, ConditionCheck, DecideRecord, FamilyTuning, Interval, TuningSummary, Unit
 from simlab.scenario import Scenario
+from simlab.tuning import STARTUP_TRIALS  # the package's constant alone: no Optuna import
 from simlab.world.conditions import split
 
 
@@ -162,8 +163,6 @@ def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> tu
       defaults, a baseline or a pick the shorter run makes: its search was still improving where the answer
       comes from (undecided arms beside it do not hold the answer; the shorter run need not pick them).
     """
-    from simlab.tuning import STARTUP_TRIALS
-
     if tuning is None or outcome.choice is None or not tuning.families:
         return [], ""
     tie = [outcome.choice, *(a for a in outcome.tie_set if a != outcome.choice)]
@@ -185,8 +184,6 @@ def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> tu
 def trials_to_tell(n_trials: int, why: str) -> int | None:
     """--trials that would tell whether a budget-dependent answer still moves: twice the budget, and at least
     twice the sampler's random start-up when the searches ended within it."""
-    from simlab.tuning import STARTUP_TRIALS
-
     if not why:
         return None
     return max(2 * n_trials, 2 * STARTUP_TRIALS) if why == "start-up" else 2 * n_trials

@@ -766,12 +766,18 @@ def budget_sentence(r) -> str | None:
             "improving; a larger --trials may find better options and change the answer.")
 
 
+def budget_case(r) -> str:
+    """How the answer hangs on the tuning budget (`budget_why`); a record saved before the field knew only the
+    tie-set case."""
+    return getattr(r, "budget_why", "") or "tie-set"
+
+
 def budget_text(r) -> str | None:
     """Why the answer hangs on the tuning budget (`r.budget_why`), e.g. 'the tie set is holdback-tuned alone,
     found only in the second half of its search: a run with 10 of the 20 trials would not race it'."""
     if not r.trials_needed or not r.budget_arms or r.tuning is None or not r.tuning.families:
         return None
-    why = getattr(r, "budget_why", "") or "tie-set"  # records saved before budget_why knew only the tie set
+    why = budget_case(r)
     arms = arms_text(r, r.budget_arms)
     if why == "start-up":
         f = r.tuning.families[0]
@@ -800,7 +806,7 @@ def trials_sentence(r) -> str | None:
     text = budget_text(r)
     if text is None:
         return None
-    if (getattr(r, "budget_why", "") or "tie-set") == "start-up":
+    if budget_case(r) == "start-up":
         return (f"The tuning budget matters: {text}; --trials {r.trials_needed} would tell whether the answer "
                 "holds. Not exported.")
     return (f"The tuning budget matters: {text}, so the answer moved with the budget and may move again; "
