@@ -233,7 +233,7 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                 key = lambda a: json.dumps(a["options"], sort_keys=True)  # noqa: E731
                 chosen = [key(a) for a in rec["selection"] if a["label"] == rec["choice"]]
                 row[mode] = {"wall_s": float(res[2]), "cpu_s": float(res[1]), "runs": rec["runs"],
-                             "runs_exhaustive": rec["runs_exhaustive"], "choice": rec["choice"] or "none",
+                             "runs_exhaustive": rec["runs_exhaustive"], "runs_shared": rec.get("runs_shared", 0), "choice": rec["choice"] or "none",
                              "tie": " ".join(ties), "settled": rec["settled"], "exit": int(res[0]),
                              "flags": " ".join(decide_args(mode, path)),
                              "tie_keys": [key(a) for a in tied], "choice_options": chosen[0] if chosen else None}
@@ -252,14 +252,14 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
              "Wall and CPU seconds of the whole process (children included); the tie set is the leader, the arms "
              "equivalent to it and the undecided ones on the selection units. Reproduce: "
              f"`.venv/bin/python benchmarks/run.py --decide-only --decide-modes {','.join(modes)}`.", "",
-             "| scenario | mode | flags | wall s | CPU s | runs | runs of every arm on every unit | choice | settled | "
-             "exit | agrees with racing |", "|---|---|---|---:|---:|---:|---:|---|---|---:|---|"]
+             "| scenario | mode | flags | wall s | CPU s | runs | results from a twin's run | runs of every arm on every "
+             "unit | choice | settled | exit | agrees with racing |", "|---|---|---|---:|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
         for m in modes:
             x = r[m]
             same = "–" if m == "racing" or "racing" not in r else agree(r["racing"], x)
             lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['wall_s']:.1f} | {x['cpu_s']:.1f} | "
-                         f"{x['runs']} | {x['runs_exhaustive']} | {x['choice']} | {x['settled']} | {x['exit']} | {same} |")
+                         f"{x['runs']} | {x['runs_shared']} | {x['runs_exhaustive']} | {x['choice']} | {x['settled']} | {x['exit']} | {same} |")
     lines += ["", "Tie sets:", ""] + [f"- {r['scenario']} {m}: {r[m]['tie'] or '(none)'}" for r in rows for m in modes]
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print(f"written {prefix}.csv and .md")

@@ -1007,6 +1007,9 @@ class DecideRecord:
     runs: int  # simulations this decision ran (or found saved)
     runs_exhaustive: int  # ... that every arm on every selection unit (and the same confirmation) would take
     tuning: TuningSummary | None = None
+    # arm x unit results that were another arm's simulation: options that provably make the same decisions
+    # (simlab/policies/equivalence.py), counted neither in `runs` nor saved from `runs_exhaustive`'s count
+    runs_shared: int = 0
     figures: list[str] = field(default_factory=list)
     batch_deadline_share: float | None = None  # [decision]: feasible only with this share of batch jobs on time
     # the answer depends on the tuning budget (simlab/decision/run.py `budget_moves`): `budget_why` says how

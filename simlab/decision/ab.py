@@ -74,7 +74,8 @@ def ab_decision(scenario, options, result, out: Path | None, workers: int = 1, p
         best_adaptive=best_of(arms, "adaptive", rule, by.get(ref), defaults, bound, scenario.slo_p95_ms),
         bound_p95=Interval.of(mean_ci(bound)) if bound is not None and len(bound) else None,
         confirmed=False, constraint_missed=False, slo_met=_slo(arms, outcome.choice, rule, scenario.slo_p95_ms),
-        per_condition=[], exported=False, exit_code=0, runs=plan.runs, runs_exhaustive=plan.runs)
+        per_condition=[], exported=False, exit_code=0, runs=plan.runs, runs_exhaustive=plan.runs + plan.shared,
+        runs_shared=plan.shared)
     if out is not None:
         from simlab.decision import files
 

@@ -112,8 +112,8 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         seeds_budget=budget, rounds=raced.rounds, best_static=best_static, best_adaptive=best_adaptive,
         bound_p95=_interval(bound_values) if bound_values is not None else None,
         confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
-        exit_code=0 if exported else 3, runs=plan.runs + cplan.runs,
-        runs_exhaustive=every * budget * len(held) + cplan.runs, tuning=tuning,
+        exit_code=0 if exported else 3, runs=plan.runs + cplan.runs, runs_shared=plan.shared + cplan.shared,
+        runs_exhaustive=every * budget * len(held) + cplan.runs + cplan.shared, tuning=tuning,
         trials_needed=trials_to_tell(n_trials, moved_why), budget_arms=moved, budget_why=moved_why,
     )
 

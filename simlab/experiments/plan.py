@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from simlab.experiments.runner import Job, run_cells
+from simlab.experiments.twins import as_twin, run_key
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.world.conditions import Condition
@@ -79,9 +80,12 @@ class Plan:
     scheduler: str | None = None  # a Dask scheduler address (simlab.experiments.runner.run_jobs)
     measured: Measurements = field(default_factory=Measurements)
     runs: int = 0  # simulations asked for (a rerun that loads saved runs counts them too)
+    shared: int = 0  # arm x unit results that were another arm's simulation (simlab/experiments/twins.py)
 
     def __post_init__(self):
         self._worlds = {c.name: c.apply(self.scenario) for c in self.conditions}
+        self._keys: dict[tuple[str, str], tuple] = {}  # (label, condition) -> run key
+        self._shared: dict[tuple, tuple[str, str, int]] = {}  # (run key, condition, seed) -> the run that has it
 
     def add_seeds(self, seeds: list[int]) -> list[tuple[str, int]]:
         """Extend the units with `seeds` (every condition); returns the new units."""
@@ -91,19 +95,37 @@ class Plan:
 
     def run(self, arms: list[ArmSpec], units: list[tuple[str, int]] | None = None, series=()) -> Measurements:
         """Run every arm on `units` (default: every unit) that it has not run yet. `series`: the (label,
-        condition, seed) runs that also keep their time series (series.csv in the run's folder, for figures)."""
+        condition, seed) runs that also keep their time series (series.csv in the run's folder, for figures).
+        Arms that are one simulation on a unit (simlab/experiments/twins.py) share it: the first is run, the others
+        get its metrics under their own labels."""
         units = self.measured.units if units is None else units
-        cells, keys = [], []
+        metrics = self.measured.metrics
+        cells, keys, twins = [], [], []
         for c, s in units:
             for a in arms:
-                if (a.label, c, s) in self.measured.metrics:
+                if (a.label, c, s) in metrics:
                     continue
                 folder = None if self.out is None else self.out / c
                 keep = (a.label, c, s) in series and folder is not None
+                if not keep:
+                    same = (self._key(a, c), c, s)
+                    if same in self._shared:
+                        twins.append(((a.label, c, s), same))
+                        continue
+                    self._shared[same] = (a.label, c, s)
                 job = Job(a.label, a.options, s, a.variant, keep_tasks=keep, tasks_format="none")
                 cells.append((self._worlds[c], job, folder))
                 keys.append((a.label, c, s))
-        for key, metrics in zip(keys, run_cells(cells, self.workers, self.progress, self.scheduler)):
-            self.measured.metrics[key] = metrics
+        for key, result in zip(keys, run_cells(cells, self.workers, self.progress, self.scheduler)):
+            metrics[key] = result
+        for key, same in twins:
+            metrics[key] = as_twin(metrics[self._shared[same]], key[0])
         self.runs += len(cells)
+        self.shared += len(twins)
         return self.measured
+
+    def _key(self, arm: ArmSpec, condition: str) -> tuple:
+        key = self._keys.get((arm.label, condition))
+        if key is None:
+            key = self._keys[(arm.label, condition)] = run_key(arm.options, self._worlds[condition], arm.variant)
+        return key

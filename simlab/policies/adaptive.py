@@ -183,7 +183,39 @@ class Adaptive(Priority):
     def _lazy_submit(self, task: Task) -> list[Task]:
         task.submitted_ms = now = self.clock()
         (self._interactive if task.interactive else self._batch).push(task)
-        return self._lazy_drain(now)
+        # _lazy_drain(now), written out (as in `_lazy_finish`): one call fewer per task, on every run's hot path
+        started = []
+        interactive, batch = self._interactive, self._batch
+        running, most = self.running, self.max_concurrency
+        while running < most:
+            if interactive:
+                started.append(interactive.take())
+                running += 1
+                continue
+            if not batch:
+                if now >= self._valid_until:
+                    self._pending = now
+                break
+            if now < self._valid_until:
+                limit = self._cap
+            elif now < self._full_until:
+                self._pending = now
+                limit = self._cap_full
+            elif self._window.count(now) >= self._n_full:
+                self._pending = now
+                self._full_until = self._window.held_until(self._n_full)
+                limit = self._cap_full
+            else:
+                limit = self._evaluate(now)
+            if self.batch_running >= limit:
+                break
+            task = batch.take()
+            running += 1
+            self.batch_running += 1
+            task.cap_at_dispatch = limit
+            started.append(task)
+        self.running = running
+        return started
 
     def _lazy_drain(self, now: float | None = None) -> list[Task]:
         # `now`: the caller's clock reading (no time passes inside a call), read here when not given.
@@ -237,7 +269,39 @@ class Adaptive(Priority):
             self._valid_until = _NEVER
         else:
             self.batch_running -= 1
-        return self._lazy_drain(now)
+        # _lazy_drain(now), written out (tests/test_columnar.py holds the three to the eager reference)
+        started = []
+        interactive, batch = self._interactive, self._batch
+        running, most = self.running, self.max_concurrency
+        while running < most:
+            if interactive:
+                started.append(interactive.take())
+                running += 1
+                continue
+            if not batch:
+                if now >= self._valid_until:
+                    self._pending = now
+                break
+            if now < self._valid_until:
+                limit = self._cap
+            elif now < self._full_until:
+                self._pending = now
+                limit = self._cap_full
+            elif self._window.count(now) >= self._n_full:
+                self._pending = now
+                self._full_until = self._window.held_until(self._n_full)
+                limit = self._cap_full
+            else:
+                limit = self._evaluate(now)
+            if self.batch_running >= limit:
+                break
+            task = batch.take()
+            running += 1
+            self.batch_running += 1
+            task.cap_at_dispatch = limit
+            started.append(task)
+        self.running = running
+        return started
 
     # --- the stranded-work fix ------------------------------------------------------------------
     def next_check_ms(self) -> float | None:

@@ -93,17 +93,7 @@ class Holdback(Priority):
 
     def limit_at(self, s: float) -> int:
         """The batch cap at saturation `s`: how many batch bands are open (see the class docstring)."""
-        low, high, slots = self._low, self._high, self._slots
-        spread = high - low
-        if self._step:  # upstream's two bands: batch's ceiling is cMax - 1 x (cMax - cMin) / 1
-            return slots if s < high - spread else 0
-        j = min(slots, max(0, math.ceil(slots * (high - s) / spread) - 1))
-        # the estimate, then upstream's own expression decides (floating point at a band's edge)
-        while j < slots and s < high - (j + 1) * spread / slots:
-            j += 1
-        while j > 0 and not s < high - j * spread / slots:
-            j -= 1
-        return j
+        return holdback_limit(s, self._low, self._high, self._slots, self._step)
 
     def _drain(self) -> list[Task]:
         started = []
@@ -125,7 +115,7 @@ class Holdback(Priority):
                 continue
             if not batch:
                 break
-            limit = self.limit_at(s)
+            limit = holdback_limit(s, self._low, high, self._slots, self._step)
             if self.batch_running >= limit:
                 break
             task = batch.take()
@@ -143,6 +133,20 @@ class Holdback(Priority):
 
     def pressure(self) -> float:
         return self.saturation()
+
+
+def holdback_limit(s: float, low: float, high: float, slots: int, step: bool) -> int:
+    """Holdback's batch cap at saturation `s` (ceilings `low`..`high`, `slots` batch bands, or one band when `step`)."""
+    spread = high - low
+    if step:  # upstream's two bands: batch's ceiling is cMax - 1 x (cMax - cMin) / 1
+        return slots if s < high - spread else 0
+    j = min(slots, max(0, math.ceil(slots * (high - s) / spread) - 1))
+    # the estimate, then upstream's own expression decides (floating point at a band's edge)
+    while j < slots and s < high - (j + 1) * spread / slots:
+        j += 1
+    while j > 0 and not s < high - j * spread / slots:
+        j -= 1
+    return j
 
 
 # --- Netflix's windowed sampling --------------------------------------------------------------------------------

@@ -695,6 +695,14 @@ def _upper(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def twins_sentence(r) -> str:
+    """How many arm x unit results were another arm's simulation (empty when none)."""
+    if not r.runs_shared:
+        return ""
+    return (f" {r.runs_shared} arm x unit results were another arm's simulation: options that provably make the same "
+            "decisions there (a gate whose limit or saturation cannot move runs as its static cap) are simulated once.")
+
+
 def method_text(r) -> str:
     """How the answer was reached, for the report."""
     alpha = pct(1 - r.level)
@@ -709,7 +717,7 @@ def method_text(r) -> str:
     racing = (f"Racing: {len(r.rounds)} round(s) on {len(r.selection_units)} selection units (held-out conditions "
               f"{', '.join(r.conditions)} x seeds), up to {r.seeds_budget} seeds per condition; arms shown out "
               f"stop being measured ({r.runs} simulations, {r.runs_exhaustive} for every arm on every unit)."
-              if r.command == "decide" else f"One round on the A/B's {len(r.selection_units)} seeds.")
+              + twins_sentence(r) if r.command == "decide" else f"One round on the A/B's {len(r.selection_units)} seeds.")
     confirm = (" The reported numbers come from fresh confirmation units (the same conditions, new seeds) that "
                "played no part in choosing." if r.confirmation_units else "")
     if r.command == "decide":

@@ -74,7 +74,7 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
     from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
     from simlab.tuning.space import family_space
-    from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study
+    from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study, remember
     from simlab.tuning.validation import (checkpoints, choose, found_at, picks_after, search_picks,
                                          validate as run_validation)
     from simlab.world.conditions import split
@@ -129,6 +129,7 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
         return [float(ran[(label, c, s)][metric]) for c, s in units]
 
     ctx.reference_per_seed = per_unit("reference", "batch_throughput_per_min")  # pairs the constraint per unit
+    remember(ctx, reference.options, [ran[("reference", c, s)] for c, s in units])  # a trial that runs as it
     ctx.reference_throughput = sum(ctx.reference_per_seed) / len(ctx.reference_per_seed)
     floor = [v for v in per_unit(NO_BATCH, "interactive_p95_ms") if math.isfinite(v)] if both else []
     above = bool(floor) and sum(floor) / len(floor) > scenario.slo_p95_ms

@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 
 from simlab.errors import InputError
 from simlab.experiments.runner import Job, execute, one_pool, shared_pool
+from simlab.experiments.twins import as_twin, run_key
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
 from simlab.tuning import STARTUP_TRIALS
@@ -46,6 +47,9 @@ class TuneContext:
     # when there are two conditions or more). Empty: the scenario itself.
     search_worlds: list = field(default_factory=list)  # [(condition name, Scenario)]
     holdout_worlds: list = field(default_factory=list)
+    # runs made on the search units, by `run_keys` key: trials that are one simulation share it (in memory: a
+    # resumed study makes them again, to the same numbers)
+    shared: dict = field(default_factory=dict)
 
     def worlds(self, held: bool = False) -> list:
         w = self.holdout_worlds if held else self.search_worlds
@@ -242,6 +246,19 @@ def unit_jobs(ctx: TuneContext, number: int, options: SchedulerOptions) -> list[
     return [(world, Job(f"trial-{number}", options, s), None) for _, world in ctx.worlds() for s in ctx.seeds]
 
 
+def remember(ctx: TuneContext, options: SchedulerOptions, per_unit: list[dict]) -> None:
+    """Runs of `options` made on the search units elsewhere (the reference arm): a trial that is the same simulation
+    takes them (`run_keys`)."""
+    for key, metrics in zip(run_keys(ctx, options), per_unit):
+        ctx.shared.setdefault(key, metrics)
+
+
+def run_keys(ctx: TuneContext, options: SchedulerOptions) -> list[tuple]:
+    """Per search unit (`TuneContext.units` order), what decides a run of `options` there: trials (and the
+    reference) with equal keys are one simulation (simlab/experiments/twins.py)."""
+    return [(run_key(options, world), name, s) for name, world in ctx.worlds() for s in ctx.seeds]
+
+
 def record(ctx: TuneContext, study: optuna.Study, number: int, options: SchedulerOptions, per_seed: list[dict]) -> None:
     """Store a trial's per-unit results and tell the study its value (FAIL when a value is not finite)."""
     storage = study._storage
@@ -275,7 +292,12 @@ def evaluate(ctx: TuneContext, number: int) -> None:
     if trial.state.is_finished():
         return
     options = trial_options(ctx, trial)
-    record(ctx, study, number, options, [execute(*cell) for cell in unit_jobs(ctx, number, options)])
+    results = []
+    for cell, key in zip(unit_jobs(ctx, number, options), run_keys(ctx, options)):
+        if key not in ctx.shared:
+            ctx.shared[key] = execute(*cell)
+        results.append(as_twin(ctx.shared[key], f"trial-{number}"))
+    record(ctx, study, number, options, results)
 
 
 def _execute_cell(cell):
@@ -284,10 +306,12 @@ def _execute_cell(cell):
 
 def evaluate_batch(ctx: TuneContext, study: optuna.Study, numbers: list[int], pool, progress=None) -> None:
     """Run a batch of trials on the pool, one job per unit (so that no worker waits for another's trial), and
-    store each trial as soon as its last unit is done. The controller is the only writer of the storage."""
+    store each trial as soon as its last unit is done. A unit whose run another trial of the study (or the reference)
+    has made or is making is not run again (`run_keys`). The controller is the only writer of the storage."""
     storage = study._storage
     pending = {}
     futures = {}
+    waiting: dict[tuple, list[tuple[int, int]]] = {}  # a run being made -> the (trial, unit) that wait for it
     for number in numbers:
         trial = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
         if trial.state.is_finished():
@@ -295,22 +319,35 @@ def evaluate_batch(ctx: TuneContext, study: optuna.Study, numbers: list[int], po
         options = trial_options(ctx, trial)
         cells = unit_jobs(ctx, number, options)
         pending[number] = (options, [None] * len(cells), [len(cells)])
-        for k, cell in enumerate(cells):
-            futures[pool.submit(_execute_cell, cell)] = (number, k)
+        for k, (cell, key) in enumerate(zip(cells, run_keys(ctx, options))):
+            if key in ctx.shared:
+                _unit_done(ctx, study, pending, number, k, ctx.shared[key], progress)
+            elif key in waiting:
+                waiting[key].append((number, k))
+            else:
+                waiting[key] = [(number, k)]
+                futures[pool.submit(_execute_cell, cell)] = key
     try:
         for future in as_completed(futures):
-            number, k = futures[future]
-            options, results, left = pending[number]
-            results[k] = future.result()
-            left[0] -= 1
-            if left[0] == 0:
-                record(ctx, study, number, options, results)
-                if progress:
-                    progress(study)
+            key = futures[future]
+            ctx.shared[key] = metrics = future.result()
+            for number, k in waiting.pop(key):
+                _unit_done(ctx, study, pending, number, k, metrics, progress)
     except BaseException:
         for future in futures:  # a pool shared with the rest of the command starts none of this batch's runs
             future.cancel()
         raise
+
+
+def _unit_done(ctx, study, pending, number: int, k: int, metrics: dict, progress) -> None:
+    """Unit k of trial `number` has its result; the trial is stored once its last unit has one."""
+    options, results, left = pending[number]
+    results[k] = as_twin(metrics, f"trial-{number}")
+    left[0] -= 1
+    if left[0] == 0:
+        record(ctx, study, number, options, results)
+        if progress:
+            progress(study)
 
 
 # --- the controller --------------------------------------------------------------------------------

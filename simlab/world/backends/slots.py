@@ -7,6 +7,7 @@ interactive requests queue behind the whole batch backlog here, not in the sched
 from collections import deque
 from heapq import heappush
 
+from simlab.policies.base import Observation
 from simlab.world.backends.base import Backend
 from simlab.world.events import NORMAL, Fire
 
@@ -56,6 +57,10 @@ class SlotsBackend(Backend):
 
     def capacity(self) -> int:
         return self.slots
+
+    def observe(self) -> Observation:
+        # `Backend.observe` without its three calls: a gate reads it on every decision
+        return Observation(self._busy, len(self._queue), self.slots, None, None)
 
     def cancel(self, task) -> None:
         if self._disarm(self._on_timeout, task):
