@@ -100,6 +100,8 @@ def test_what_might_run_otherwise_keeps_its_own_key():
     assert kind(dict(gradient2, minLimit=4), kv) == "static"  # its limit cannot move, whatever the backend
     assert kind(dict(gradient2, minLimit=3), _slots(8)) == "options"
     assert kind({"policy": "aimd", "maxConcurrency": 4}, _slots(8)) == "options"
+    for gateway in ({"instances": 2}, {"crash_at_ms": [500]}):  # each instance's policy sees its share of the tasks
+        assert kind(dict(gradient2, minLimit=4), dict(_slots(8), gateway=gateway)) == "options"
     assert kind({"policy": "adaptive", "maxConcurrency": 4, "batchMaxConcurrency": 3,
                  "batchMinConcurrency": 3, "interactiveRpsThreshold": 10, "interactiveP95LatencyMs": 500},
                 _slots(8)) == "options"  # not claimed: only what the module proves
