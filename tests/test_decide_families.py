@@ -489,3 +489,25 @@ def test_decide_knows_what_a_run_with_half_the_trials_races(tiny, tmp_path):
     short = run_tune(scenario, base, tmp_path / "short", trials=4, validate=False, progress=False)
     long = run_tune(scenario, base, tmp_path / "long", trials=8, validate=False, progress=False)
     assert long.half_picks == short.candidates
+
+
+def test_a_warning_every_familys_search_raises_reaches_the_user_once(tmp_path, monkeypatch):
+    """Each family's search reads the same search runs, so the same capacity warning comes from each: decide says it
+    once."""
+    from types import SimpleNamespace
+
+    import simlab.tuning.run as tuning_run
+    from simlab.decision.run import tune_families
+
+    def fake_tune(scenario, base, out, *, warn, family, **kwargs):
+        warn("capacity: no scheduler can meet this SLO on this traffic.")
+        warn(f"{family}: its own warning")
+        return SimpleNamespace(candidates={}, trials=2, trials_complete=2, trials_feasible=2, found_at={},
+                               half_picks={})
+
+    monkeypatch.setattr(tuning_run, "run_tune", fake_tune)
+    scenario = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
+    said = []
+    tune_families(scenario, scenario.options(), tmp_path, ["adaptive", "holdback", "aimd"], 2, 1, False, said.append)
+    assert said == ["capacity: no scheduler can meet this SLO on this traffic.", "adaptive: its own warning",
+                    "holdback: its own warning", "aimd: its own warning"]

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -187,3 +188,31 @@ def record_trials(folder: Path):
     storage = open_storage(f"sqlite:///{(folder / 'study.db').resolve()}")
     name = optuna.study.get_all_study_names(storage)[0]
     return optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+
+
+def test_a_batch_that_fails_leaves_no_twin_pointing_at_a_run_never_made(tmp_path, monkeypatch):
+    """A caller that catches a failed round and runs it again gets every arm's metrics: the representative a twin
+    copies from is registered only once its run is made."""
+    import simlab.experiments.plan as plan_module
+
+    scenario = load_scenario(TINY)
+    base = scenario.options()
+    cap = base.batch_max_concurrency
+    static = ArmSpec(f"static-{cap}", base.with_changes(policy="static", batch_min_concurrency=cap), "static", cap=cap)
+    holdback = ArmSpec("holdback-defaults", base.with_changes(policy="holdback"), "holdback")
+    plan = Plan(scenario, split(scenario)[1], tmp_path, workers=1, progress=False)
+    units = plan.add_seeds([1])
+    real = plan_module.run_cells
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("a worker died")
+
+    monkeypatch.setattr(plan_module, "run_cells", failing)
+    with pytest.raises(RuntimeError):
+        plan.run([static, holdback])
+    monkeypatch.setattr(plan_module, "run_cells", real)
+    plan.run([static, holdback])
+    m = plan.measured.metrics
+    assert plan.runs == len(units) and plan.shared == len(units)
+    for c, s in units:
+        assert dict(m[("holdback-defaults", c, s)], policy="") == dict(m[(static.label, c, s)], policy="")

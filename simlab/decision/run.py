@@ -132,10 +132,16 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
 
     tuned, summaries, halves = [], [], {}
     half = n_trials // 2 if checkpoints(n_trials) else None
+    said: set[str] = set()
+
+    def warn_once(message: str) -> None:  # every family's search reads the same search runs: one warning, not one each
+        if warn is not None and message not in said:
+            said.add(message)
+            warn(message)
     for family in families:
         # the reference and batch-absent runs on the search units are the same for every family: made once
         t = run_tune(scenario, base, out / tune_folder(family), trials=n_trials, workers=workers,
-                     progress=progress, validate=False, warn=warn, family=family,
+                     progress=progress, validate=False, warn=warn_once, family=family,
                      search_runs=out / tune_folder("adaptive") / "search")
         tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
         summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, [], t.found_at,

@@ -101,6 +101,7 @@ class Plan:
         units = self.measured.units if units is None else units
         metrics = self.measured.metrics
         cells, keys, twins = [], [], []
+        made: dict[tuple, tuple[str, str, int]] = {}  # this call's representatives: kept once their runs are made
         for c, s in units:
             for a in arms:
                 if (a.label, c, s) in metrics:
@@ -109,15 +110,16 @@ class Plan:
                 keep = (a.label, c, s) in series and folder is not None
                 if not keep:
                     same = (self._key(a, c), c, s)
-                    if same in self._shared:
+                    if same in self._shared or same in made:
                         twins.append(((a.label, c, s), same))
                         continue
-                    self._shared[same] = (a.label, c, s)
+                    made[same] = (a.label, c, s)
                 job = Job(a.label, a.options, s, a.variant, keep_tasks=keep, tasks_format="none")
                 cells.append((self._worlds[c], job, folder))
                 keys.append((a.label, c, s))
         for key, result in zip(keys, run_cells(cells, self.workers, self.progress, self.scheduler)):
             metrics[key] = result
+        self._shared.update(made)  # after the runs: a failed batch leaves no representative without metrics
         for key, same in twins:
             metrics[key] = as_twin(metrics[self._shared[same]], key[0])
         self.runs += len(cells)

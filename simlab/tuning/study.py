@@ -126,8 +126,29 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except Exception as exc:  # sqlalchemy raises many kinds for a bad or unreachable URL
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(None, "--storage", f"cannot open storage {_redact(url)}: {reason}") from None
+    if url.startswith("sqlite:///"):
+        _fast_commits(storage)
     _STORAGES[url] = storage
     return storage
+
+
+def _fast_commits(storage: optuna.storages.RDBStorage) -> None:
+    """SQLite in WAL mode with synchronous=NORMAL: a commit appends to the log and does not wait for the disk.
+    A search commits a dozen times per trial (its parameters, results and state), and with the default rollback
+    journal each commit is an fsync the workers wait on between batches (7.6 ms against 1.6 ms per commit here).
+    A killed process loses nothing; a power cut may lose the last commits, never the file's consistency, and a
+    trial whose result is lost is run again on resume. Several processes on one machine share a WAL file; on a
+    network filesystem, where SQLite's locks do not hold anyway, use PostgreSQL."""
+    import sqlalchemy
+
+    def pragmas(connection, _record):
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    sqlalchemy.event.listen(storage.engine, "connect", pragmas)
+    storage.engine.dispose()  # the connection that made the tables predates the listener
 
 
 def _redact(url: str) -> str:
