@@ -3,6 +3,7 @@ settings and simlab's code, so editing a trace or a lengths file (or the code) n
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import sqlite3
@@ -188,8 +189,10 @@ def test_tune_refuses_to_resume_a_study_whose_inputs_changed(tmp_path):
     out = tmp_path / "tune"
     simlab("tune", scenario, "--out", out, "--quiet")
     db = out / "study.db"
-    with sqlite3.connect(db) as con:
+    with contextlib.closing(sqlite3.connect(db)) as con:
         trials = con.execute("select count(*) from trials").fetchone()[0]
+    # a finished tune leaves the study in one file, its write-ahead log folded in
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("study.db")) == ["study.db"]
     snapshot = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != "study.db"}
     db_bytes = db.read_bytes()
 

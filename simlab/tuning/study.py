@@ -10,6 +10,7 @@ interrupted batch with the parameters already stored, then goes on.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 from concurrent.futures import as_completed
@@ -149,6 +150,9 @@ def _fast_commits(storage: optuna.storages.RDBStorage) -> None:
 
     sqlalchemy.event.listen(storage.engine, "connect", pragmas)
     storage.engine.dispose()  # the connection that made the tables predates the listener
+    # At exit, close the connections: the last one to close folds the log into study.db and removes it, so a
+    # finished command leaves one self-contained file (a killed one leaves the log, which the next open reads).
+    atexit.register(storage.engine.dispose)
 
 
 def _redact(url: str) -> str:
