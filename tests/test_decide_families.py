@@ -491,23 +491,44 @@ def test_decide_knows_what_a_run_with_half_the_trials_races(tiny, tmp_path):
     assert long.half_picks == short.candidates
 
 
-def test_a_warning_every_familys_search_raises_reaches_the_user_once(tmp_path, monkeypatch):
-    """Each family's search reads the same search runs, so the same capacity warning comes from each: decide says it
-    once."""
-    from types import SimpleNamespace
-
-    import simlab.tuning.run as tuning_run
+def test_a_warning_every_familys_search_raises_reaches_the_user_once(tmp_path):
+    """Every family's search reads the same search runs: their capacity warning (batch-absent P95 above the SLO)
+    reaches the user once, whatever the number of families."""
     from simlab.decision.run import tune_families
 
-    def fake_tune(scenario, base, out, *, warn, family, **kwargs):
-        warn("capacity: no scheduler can meet this SLO on this traffic.")
-        warn(f"{family}: its own warning")
-        return SimpleNamespace(candidates={}, trials=2, trials_complete=2, trials_feasible=2, found_at={},
-                               half_picks={})
-
-    monkeypatch.setattr(tuning_run, "run_tune", fake_tune)
     scenario = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
+    scenario = scenario.model_copy(update={"slo_p95_ms": 1.0})  # above it with batch work absent
     said = []
-    tune_families(scenario, scenario.options(), tmp_path, ["adaptive", "holdback", "aimd"], 2, 1, False, said.append)
-    assert said == ["capacity: no scheduler can meet this SLO on this traffic.", "adaptive: its own warning",
-                    "holdback: its own warning", "aimd: its own warning"]
+    tuned, summary, _ = tune_families(scenario, scenario.options(), tmp_path, ["adaptive", "holdback", "aimd"], 2, 1,
+                                      False, said.append)
+    capacity = [m for m in said if m.startswith("capacity:")]
+    assert len(capacity) == 1 and "no scheduler can meet this SLO" in capacity[0], said
+    assert [f.family for f in summary.families] == ["adaptive", "holdback", "aimd"]
+    assert all(f.trials == 2 for f in summary.families)
+
+
+def test_families_tuned_together_on_a_pool_hold_what_each_holds_tuned_alone(tmp_path):
+    """decide runs the families' searches at once on one pool (their batches interleaved as the workers free up):
+    each study ends with the same trials, parameters and values as the family's search alone in one process. Past
+    the sampler's random start-up (simlab.tuning.STARTUP_TRIALS), so proposals read the trials stored before them."""
+    import optuna
+
+    from simlab.tuning.run import run_tune, run_tune_families
+    from simlab.tuning.study import open_storage
+
+    scenario = load_scenario(ROOT / "docs" / "examples" / "tiny.toml")
+    families = ["adaptive", "holdback", "gradient2"]
+    together = run_tune_families(scenario, scenario.options(), {f: tmp_path / "together" / f for f in families},
+                                 trials=14, workers=2, progress=False, search_runs=tmp_path / "together" / "search")
+
+    def trials(folder):
+        study = optuna.load_study(study_name=scenario.name, storage=open_storage(f"sqlite:///{folder / 'study.db'}"))
+        return [(t.number, t.state.name, t.params, t.values, t.user_attrs["objective_per_seed"])
+                for t in study.get_trials()]
+
+    for family in families:
+        alone = run_tune(scenario, scenario.options(), tmp_path / "alone" / family, trials=14, workers=1,
+                         progress=False, validate=False, family=family)
+        assert together[family].candidates == alone.candidates, family
+        held, solo = trials(tmp_path / "together" / family), trials(tmp_path / "alone" / family)
+        assert len(held) == 14 and held == solo, family

@@ -127,22 +127,16 @@ def tune_families(scenario: Scenario, base: SchedulerOptions, out: Path, familie
     a run with half the trials would race from each family's search (family -> label there -> options)."""
     if n_trials <= 0 or not families:
         return [], None, {}
-    from simlab.tuning.run import run_tune
+    from simlab.tuning.run import run_tune_families
     from simlab.tuning.validation import checkpoints
 
-    tuned, summaries, halves = [], [], {}
     half = n_trials // 2 if checkpoints(n_trials) else None
-    said: set[str] = set()
-
-    def warn_once(message: str) -> None:  # every family's search reads the same search runs: one warning, not one each
-        if warn is not None and message not in said:
-            said.add(message)
-            warn(message)
-    for family in families:
-        # the reference and batch-absent runs on the search units are the same for every family: made once
-        t = run_tune(scenario, base, out / tune_folder(family), trials=n_trials, workers=workers,
-                     progress=progress, validate=False, warn=warn_once, family=family,
-                     search_runs=out / tune_folder("adaptive") / "search")
+    # the reference and batch-absent runs on the search units are the same for every family: made once
+    records = run_tune_families(scenario, base, {f: out / tune_folder(f) for f in families}, trials=n_trials,
+                                workers=workers, progress=progress, warn=warn,
+                                search_runs=out / tune_folder("adaptive") / "search")
+    tuned, summaries, halves = [], [], {}
+    for family, t in records.items():
         tuned += [(label, options_from_dict(o), family) for label, o in t.candidates.items()]
         summaries.append(FamilyTuning(family, t.trials, t.trials_complete, t.trials_feasible, [], t.found_at,
                                       half))

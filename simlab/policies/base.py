@@ -139,18 +139,6 @@ class Task:
 Clock = Callable[[], float]
 
 
-@dataclass(slots=True)
-class Observation:
-    """What a backend reports of its own load (`Backend.observe()`): sequences in service, requests queued
-    inside it, its concurrency limit, and its KV cache (fraction in use, capacity) where it has one."""
-
-    busy: int
-    waiting: int
-    capacity: int | None
-    kv_used: float | None
-    kv_capacity_tokens: int | None
-
-
 class Policy:
     """Base class: counts tasks in flight; subclasses decide what starts."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -56,6 +57,16 @@ def quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
 
 
+@dataclass
+class _Setup:
+    """What a search knows before its first trial: its context, budget and folder, and what capacity said."""
+    ctx: object  # simlab.tuning.study.TuneContext
+    n_trials: int
+    out: Path
+    unreachable: bool  # no policy can meet the SLO at this capacity (simlab/experiments/capacity.py)
+    above: bool  # with batch work absent, interactive P95 is already above the SLO
+
+
 @pooled
 def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None, workers: int = 1,
              storage: str | None = None, study: str | None = None, objective: str | None = None,
@@ -70,13 +81,54 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     adaptive cap (what `simlab tune` searches) or a gateway gate (inside `simlab decide`). `search_runs`: where the
     reference and batch-absent runs on the search units go (default OUT/search); families tuned on the same
     units share one folder, so those runs are made once."""
+    from simlab.tuning.study import join as join_study, optimize
+
+    setup = _prepare(scenario, base, out, trials=trials, workers=workers, storage=storage, study=study,
+                     objective=objective, mode=mode, progress=progress, validate=validate, warn=warn, family=family,
+                     search_runs=search_runs)
+    bar = _progress_bar(setup.n_trials, [setup.ctx]) if progress else None
+    try:
+        result = (join_study(setup.ctx, setup.n_trials, progress=bar) if join else
+                  optimize(setup.ctx, setup.n_trials, workers=workers, progress=bar))
+    finally:
+        if bar is not None:
+            bar.close()
+    return _finish(setup, result, workers, progress, validate, force)
+
+
+@pooled
+def run_tune_families(scenario: Scenario, base: SchedulerOptions, outs: dict[str, Path], *, trials: int,
+                      workers: int = 1, progress: bool = True, warn: Callable[[str], None] | None = None,
+                      search_runs: Path | None = None) -> dict[str, TuneRecord]:
+    """`run_tune(validate=False)` for several families (family -> its folder) on the same search units, their
+    studies' batches sharing the pool (simlab/tuning/study.py `optimize_all`): each record is what `run_tune` alone
+    would write, in less wall time. Inside `simlab decide`."""
+    from simlab.tuning.study import optimize_all
+
+    # the capacity warnings read the search runs every family shares: said by the first family alone
+    setups = {family: _prepare(scenario, base, out, trials=trials, workers=workers, progress=progress,
+                               validate=False, warn=warn, family=family, search_runs=search_runs, say_capacity=k == 0)
+              for k, (family, out) in enumerate(outs.items())}
+    bar = _progress_bar(trials, [s.ctx for s in setups.values()]) if progress else None
+    try:
+        studies = optimize_all([s.ctx for s in setups.values()], trials, workers, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return {family: _finish(setup, study, workers, progress, False, False)
+            for (family, setup), study in zip(setups.items(), studies)}
+
+
+def _prepare(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None, workers: int,
+             storage: str | None = None, study: str | None = None, objective: str | None = None,
+             mode: str | None = None, progress: bool, validate: bool, warn: Callable[[str], None] | None,
+             family: str, search_runs: Path | None, say_capacity: bool = True) -> _Setup:
+    """The search's context, with its reference and batch-absent runs on the search units made (or read).
+    `say_capacity`: warn when batch-absent P95 is above the SLO (families sharing search runs say it once)."""
     from simlab.experiments import capacity
     from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
-    from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
     from simlab.tuning.space import family_space
-    from simlab.tuning.study import TuneContext, join as join_study, optimize, refuse_changed_study, remember
-    from simlab.tuning.validation import (checkpoints, choose, found_at, picks_after, search_picks,
-                                         validate as run_validation)
+    from simlab.tuning.study import TuneContext, refuse_changed_study, remember
     from simlab.world.conditions import split
 
     quiet_optuna()
@@ -133,18 +185,21 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     ctx.reference_throughput = sum(ctx.reference_per_seed) / len(ctx.reference_per_seed)
     floor = [v for v in per_unit(NO_BATCH, "interactive_p95_ms") if math.isfinite(v)] if both else []
     above = bool(floor) and sum(floor) / len(floor) > scenario.slo_p95_ms
-    if above:
+    if above and say_capacity:
         say(f"capacity: with batch work absent, interactive P95 is already {sum(floor) / len(floor):,.0f} ms (mean "
             f"over {len(floor)} search runs), above the SLO ({scenario.slo_p95_ms:,.0f} ms): no scheduler can meet "
             "this SLO on this traffic.")
-    bar = _progress_bar(n_trials, ctx) if progress else None
-    try:
-        result = (join_study(ctx, n_trials, progress=bar) if join else
-                  optimize(ctx, n_trials, workers=workers, progress=bar))
-    finally:
-        if bar is not None:
-            bar.close()
+    return _Setup(ctx, n_trials, out, unreachable, above)
 
+
+def _finish(setup: _Setup, result, workers: int, progress: bool, validate: bool, force: bool) -> TuneRecord:
+    """After the search: its picks (decide's candidates), or the validated pick exported; the files and record."""
+    from simlab.tuning.report import build_record, write_best, write_candidate, write_record, write_tables
+    from simlab.tuning.validation import (checkpoints, choose, found_at, picks_after, search_picks,
+                                         validate as run_validation)
+
+    ctx, n_trials, out = setup.ctx, setup.n_trials, setup.out
+    scenario = ctx.scenario
     if not validate:
         after = picks_after(ctx, result, n_trials)
         picks = search_picks(ctx, result, n_trials, after)
@@ -157,7 +212,7 @@ def run_tune(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
                                          half_picks=half), out)
     candidates, note = choose(ctx, result)
     rows, summary = run_validation(ctx, candidates, out, workers, progress)
-    refuse = (unreachable or above) and not force
+    refuse = (setup.unreachable or setup.above) and not force
     pick = None if refuse else write_best(out, summary, ctx.multi)
     write_tables(ctx, result, out, rows, summary)
     record = write_record(build_record(ctx, result, summary, note, pick), out)
@@ -190,20 +245,24 @@ def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:
 
 
 class _progress_bar:
-    """tqdm over finished trials, showing the best feasible value so far."""
+    """tqdm over the finished trials of one study or several (one bar), with the best feasible value so far when
+    there is one study."""
 
-    def __init__(self, total, ctx):
+    def __init__(self, per_study: int, ctxs: list):
         from tqdm import tqdm
 
-        self.ctx = ctx
-        self.bar = tqdm(total=total, desc="trials", unit="trial")
+        self.ctx = ctxs[0] if len(ctxs) == 1 else None
+        self.done: dict[int, int] = {}  # id(study) -> its finished trials
+        self.per_study = per_study
+        self.bar = tqdm(total=per_study * len(ctxs), desc="trials", unit="trial")
 
     def __call__(self, study) -> None:
         from simlab.tuning.validation import completed, feasible
 
         done = completed(study)
-        self.bar.update(max(0, min(len(done), self.bar.total) - self.bar.n))
-        ok = [t.values[0] for t in done if feasible(t)]
+        self.done[id(study)] = min(len(done), self.per_study)
+        self.bar.update(max(0, min(sum(self.done.values()), self.bar.total) - self.bar.n))
+        ok = [t.values[0] for t in done if feasible(t)] if self.ctx is not None else []
         if ok:
             self.bar.set_postfix_str(f"best {self.ctx.tune.objective} {min(ok):,.0f} ms")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
-from concurrent.futures import as_completed
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -309,97 +309,135 @@ def record(ctx: TuneContext, study: optuna.Study, number: int, options: Schedule
     study.tell(number, [value, thr] if ctx.multi else value)
 
 
-def evaluate(ctx: TuneContext, number: int) -> None:
-    """Run one trial here and store its result (one process; `join` on many machines)."""
-    storage = open_storage(ctx.storage_url)
-    study = optuna.load_study(study_name=ctx.study_name, storage=storage, sampler=make_sampler(ctx.tune.sampler_seed, 0))
-    trial = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
-    if trial.state.is_finished():
-        return
-    options = trial_options(ctx, trial)
-    results = []
-    for cell, key in zip(unit_jobs(ctx, number, options), run_keys(ctx, options)):
-        if key not in ctx.shared:
-            ctx.shared[key] = execute(*cell)
-        results.append(as_twin(ctx.shared[key], f"trial-{number}"))
-    record(ctx, study, number, options, results)
-
-
 def _execute_cell(cell):
     return execute(*cell)
 
 
-def evaluate_batch(ctx: TuneContext, study: optuna.Study, numbers: list[int], pool, progress=None) -> None:
-    """Run a batch of trials on the pool, one job per unit (so that no worker waits for another's trial), and
-    store each trial as soon as its last unit is done. A unit whose run another trial of the study (or the reference)
-    has made or is making is not run again (`run_keys`). The controller is the only writer of the storage."""
-    storage = study._storage
-    pending = {}
-    futures = {}
-    waiting: dict[tuple, list[tuple[int, int]]] = {}  # a run being made -> the (trial, unit) that wait for it
-    for number in numbers:
-        trial = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
-        if trial.state.is_finished():
-            continue
-        options = trial_options(ctx, trial)
-        cells = unit_jobs(ctx, number, options)
-        pending[number] = (options, [None] * len(cells), [len(cells)])
-        for k, (cell, key) in enumerate(zip(cells, run_keys(ctx, options))):
-            if key in ctx.shared:
-                _unit_done(ctx, study, pending, number, k, ctx.shared[key], progress)
-            elif key in waiting:
-                waiting[key].append((number, k))
-            else:
-                waiting[key] = [(number, k)]
-                futures[pool.submit(_execute_cell, cell)] = key
-    try:
-        for future in as_completed(futures):
-            key = futures[future]
-            ctx.shared[key] = metrics = future.result()
-            for number, k in waiting.pop(key):
-                _unit_done(ctx, study, pending, number, k, metrics, progress)
-    except BaseException:
-        for future in futures:  # a pool shared with the rest of the command starts none of this batch's runs
-            future.cancel()
-        raise
+class Search:
+    """One study's batched loop as a state machine (`next_batch`, `runs`, `ran`), so that one pool can run the
+    batches of several studies at once (`optimize_all`): while one study waits for its last runs or proposes its
+    next batch, the workers run another's. A study's proposals depend only on its own earlier batches, so what
+    each study holds is the same however its batches interleave with others'. The controller is the only writer
+    of the storage."""
 
+    def __init__(self, ctx: TuneContext, n_trials: int, progress=None, study: optuna.Study | None = None):
+        """`study`: one already open (`join`'s, whose peers' running trials are theirs); else the context's,
+        loaded or made, with what a killed controller left half-proposed failed."""
+        self.ctx, self.n_trials, self.progress = ctx, n_trials, progress
+        if study is None:
+            study = load_or_create(ctx)
+            abandon_half_made(study)
+        self.study = study
+        self._start = 0  # the first slot of the next batch
+        self._pending: dict[int, tuple] = {}  # trial -> (options, per-unit results, [units left])
+        self._waiting: dict[tuple, list[tuple[int, int]]] = {}  # a run being made -> the (trial, unit) waiting
 
-def _unit_done(ctx, study, pending, number: int, k: int, metrics: dict, progress) -> None:
-    """Unit k of trial `number` has its result; the trial is stored once its last unit has one."""
-    options, results, left = pending[number]
-    results[k] = as_twin(metrics, f"trial-{number}")
-    left[0] -= 1
-    if left[0] == 0:
-        record(ctx, study, number, options, results)
-        if progress:
-            progress(study)
+    @property
+    def busy(self) -> bool:
+        """Runs of the current batch are still being made."""
+        return bool(self._waiting)
+
+    def next_batch(self) -> list[int] | None:
+        """The next batch's trials, proposed now or taken up from an interrupted run (their parameters are
+        stored); None when every slot is done."""
+        if self._start >= self.n_trials:
+            return None
+        study, slots = self.study, trials_by_slot(self.study)
+        todo = []
+        for k in range(self._start, min(self._start + self.ctx.tune.batch_size, self.n_trials)):
+            trial = slots.get(k)
+            if trial is None or (trial.state == TrialState.FAIL and not trial.user_attrs.get("proposed")):
+                todo.append(propose(study, self.ctx, k))
+            elif trial.state == TrialState.RUNNING:
+                todo.append(trial.number)  # interrupted earlier: its parameters are stored, finish it
+        self._start += self.ctx.tune.batch_size
+        return todo
+
+    def runs(self, numbers: list[int]) -> list[tuple[tuple, tuple]]:
+        """The (key, job) runs the batch `numbers` needs: one per unit, less those another trial of the study (or
+        the reference) has made or is making (`run_keys`); units already made are stored at once."""
+        ctx, storage = self.ctx, self.study._storage
+        out = []
+        for number in numbers:
+            trial = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number))
+            if trial.state.is_finished():
+                continue
+            options = trial_options(ctx, trial)
+            cells = unit_jobs(ctx, number, options)
+            self._pending[number] = (options, [None] * len(cells), [len(cells)])
+            for k, (cell, key) in enumerate(zip(cells, run_keys(ctx, options))):
+                if key in ctx.shared:
+                    self._unit_done(number, k, ctx.shared[key])
+                elif key in self._waiting:
+                    self._waiting[key].append((number, k))
+                else:
+                    self._waiting[key] = [(number, k)]
+                    out.append((key, cell))
+        return out
+
+    def ran(self, key: tuple, metrics: dict) -> None:
+        """The run `key` is made: every unit waiting for it has its result."""
+        self.ctx.shared[key] = metrics
+        for number, k in self._waiting.pop(key):
+            self._unit_done(number, k, metrics)
+
+    def _unit_done(self, number: int, k: int, metrics: dict) -> None:
+        """Unit k of trial `number` has its result; the trial is stored once its last unit has one."""
+        options, results, left = self._pending[number]
+        results[k] = as_twin(metrics, f"trial-{number}")
+        left[0] -= 1
+        if left[0] == 0:
+            del self._pending[number]
+            record(self.ctx, self.study, number, options, results)
+            if self.progress:
+                self.progress(self.study)
+
+    def run_here(self, numbers: list[int] | None = None) -> None:
+        """These trials (default: every batch left) in this process, one run at a time."""
+        for batch in ([numbers] if numbers is not None else iter(self.next_batch, None)):
+            for key, cell in self.runs(batch):
+                self.ran(key, _execute_cell(cell))
 
 
 # --- the controller --------------------------------------------------------------------------------
 def optimize(ctx: TuneContext, n_trials: int, workers: int = 1, progress=None) -> optuna.Study:
     """Run (or continue) the study up to `n_trials` slots."""
-    study = load_or_create(ctx)
-    abandon_half_made(study)
-    batch = ctx.tune.batch_size
-    with one_pool(workers):  # the command's pool (run_tune), or one for this study
+    return optimize_all([ctx], n_trials, workers, progress)[0]
+
+
+def optimize_all(ctxs: list[TuneContext], n_trials: int, workers: int = 1, progress=None) -> list[optuna.Study]:
+    """Run (or continue) several studies up to `n_trials` slots each, their batches sharing one pool: a study
+    proposes its next batch as soon as its last one is stored, while the workers run the others' runs (so
+    neither the proposals nor a batch's last runs leave a worker idle). Each study ends as `optimize` alone would
+    leave it."""
+    with one_pool(workers):  # the command's pool (run_tune, run_decide), or one for these studies
         pool = shared_pool(workers)  # None for one process
-        for start in range(0, n_trials, batch):
-            slots = trials_by_slot(study)
-            todo = []
-            for k in range(start, min(start + batch, n_trials)):
-                trial = slots.get(k)
-                if trial is None or (trial.state == TrialState.FAIL and not trial.user_attrs.get("proposed")):
-                    todo.append(propose(study, ctx, k))
-                elif trial.state == TrialState.RUNNING:
-                    todo.append(trial.number)  # interrupted earlier: its parameters are stored, finish it
-            if pool is None:
-                for number in todo:
-                    evaluate(ctx, number)
-                    if progress:
-                        progress(study)
-            else:
-                evaluate_batch(ctx, study, todo, pool, progress)
-    return study
+        searches = [Search(ctx, n_trials, progress) for ctx in ctxs]
+        if pool is None:
+            for search in searches:
+                search.run_here()
+            return [s.study for s in searches]
+        futures: dict = {}
+
+        def feed(search: Search) -> None:  # its next batches, until one has runs to wait for (or none is left)
+            while not search.busy and (numbers := search.next_batch()) is not None:
+                for key, cell in search.runs(numbers):
+                    futures[pool.submit(_execute_cell, cell)] = (search, key)
+
+        try:
+            for search in searches:
+                feed(search)
+            while futures:
+                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in done:
+                    search, key = futures.pop(future)
+                    search.ran(key, future.result())
+                    feed(search)
+        except BaseException:
+            for future in futures:  # a pool shared with the rest of the command starts none of these runs
+                future.cancel()
+            raise
+    return [s.study for s in searches]
 
 
 def join(ctx: TuneContext, n_trials: int, progress=None) -> optuna.Study:
@@ -407,11 +445,10 @@ def join(ctx: TuneContext, n_trials: int, progress=None) -> optuna.Study:
     holds `n_trials`. Scales out freely, but proposals depend on timing, so it is not reproducible."""
     study = load_or_create(ctx)
     study.sampler = make_sampler(ctx.tune.sampler_seed, os.getpid())
+    search = Search(ctx, n_trials, progress, study)
     while len(study.get_trials(deepcopy=False)) < n_trials:
         trial = study.ask()
         ctx.space.suggest(trial)
         trial.set_user_attr("origin", "joined")
-        evaluate(ctx, trial.number)
-        if progress:
-            progress(study)
+        search.run_here([trial.number])
     return study
