@@ -109,10 +109,11 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         return _STORAGES[url]
     kwargs = {}
     driver_url = url
+    sqlite = url.startswith("sqlite:///")
     if url.startswith(("postgresql://", "postgres://")):
         # SQLAlchemy 2.1 reads plain postgresql:// as psycopg 3; simlab ships psycopg2
         driver_url = "postgresql+psycopg2://" + url.split("://", 1)[1]
-    if url.startswith("sqlite:///"):
+    if sqlite:
         try:
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -127,7 +128,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except Exception as exc:  # sqlalchemy raises many kinds for a bad or unreachable URL
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(None, "--storage", f"cannot open storage {_redact(url)}: {reason}") from None
-    if url.startswith("sqlite:///"):
+    if sqlite:
         _fast_commits(storage)
     _STORAGES[url] = storage
     return storage
