@@ -193,7 +193,7 @@ def params_of(options: SchedulerOptions, space: Space) -> dict:
         value = getattr(options, _FIELD[key])
         if value is None:
             # no smoothing: alpha = 1 behaves exactly the same; a tau has no exact equivalent, so the
-            # trial is evaluated with the production options themselves (see study.evaluate)
+            # trial is evaluated with the production options themselves (see study.trial_options)
             value = 1.0 if key == "smoothingAlpha" else lo
         out[key] = int(value) if key in INTEGER else float(value)
     return out
