@@ -186,21 +186,27 @@ def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, 
         else:
             with one_pool(workers, processes=min(workers, len(cells))):
                 pool = shared_pool(workers)
-                futures = {}
-                try:
-                    futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
+                futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
+                with cancel_on_failure(futures):
                     for future in as_completed(futures):
                         results[futures[future]] = future.result()
                         bar.update()
-                except BaseException:
-                    # Ctrl-C or a failed run: nothing more of this batch starts (the runs under way end and are
-                    # kept). A worker that took the SIGINT inside a run reports it as that run's error.
-                    for future in futures:
-                        future.cancel()
-                    raise
     finally:
         bar.close()
     return [results[i] for i in range(len(cells))]
+
+
+@contextlib.contextmanager
+def cancel_on_failure(futures):
+    """Ctrl-C or a failed run inside: none of `futures` (a collection the caller may keep adding to) that has not
+    started starts, in a pool the rest of the command shares; the runs under way end and are kept. A worker that
+    took the SIGINT inside a run reports it as that run's error."""
+    try:
+        yield
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
 
 
 _SHARED: dict[int, ProcessPoolExecutor] = {}  # workers -> the pool of the command under way (`one_pool`)

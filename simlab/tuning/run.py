@@ -11,13 +11,16 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from simlab.errors import InputError
 from simlab.experiments.runner import pooled
 from simlab.policies import SchedulerOptions
 from simlab.records import TuneRecord
 from simlab.scenario import Scenario
+
+if TYPE_CHECKING:
+    from simlab.tuning.study import TuneContext
 
 
 def check_units(scenario) -> None:
@@ -58,13 +61,21 @@ def quiet_optuna() -> None:
 
 
 @dataclass
-class _Setup:
-    """What a search knows before its first trial: its context, budget and folder, and what capacity said."""
-    ctx: object  # simlab.tuning.study.TuneContext
-    n_trials: int
-    out: Path
+class _Baseline:
+    """What every search on the same search units reads: the reference arm's and the batch-absent runs there
+    ((label, condition, seed) -> metrics), and what capacity says of the traffic."""
+    ran: dict
     unreachable: bool  # no policy can meet the SLO at this capacity (simlab/experiments/capacity.py)
     above: bool  # with batch work absent, interactive P95 is already above the SLO
+
+
+@dataclass
+class _Setup:
+    """What a search knows before its first trial: its context, budget, folder and baseline."""
+    ctx: TuneContext
+    n_trials: int
+    out: Path
+    baseline: _Baseline
 
 
 @pooled
@@ -105,10 +116,11 @@ def run_tune_families(scenario: Scenario, base: SchedulerOptions, outs: dict[str
     would write, in less wall time. Inside `simlab decide`."""
     from simlab.tuning.study import optimize_all
 
-    # the capacity warnings read the search runs every family shares: said by the first family alone
-    setups = {family: _prepare(scenario, base, out, trials=trials, workers=workers, progress=progress,
-                               validate=False, warn=warn, family=family, search_runs=search_runs, say_capacity=k == 0)
-              for k, (family, out) in enumerate(outs.items())}
+    setups, baseline = {}, None
+    for family, out in outs.items():  # the first family measures the search units' baseline; the others read it
+        setups[family] = _prepare(scenario, base, out, trials=trials, workers=workers, progress=progress,
+                                  validate=False, warn=warn, family=family, search_runs=search_runs, baseline=baseline)
+        baseline = setups[family].baseline
     bar = _progress_bar(trials, [s.ctx for s in setups.values()]) if progress else None
     try:
         studies = optimize_all([s.ctx for s in setups.values()], trials, workers, bar)
@@ -122,11 +134,9 @@ def run_tune_families(scenario: Scenario, base: SchedulerOptions, outs: dict[str
 def _prepare(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None, workers: int,
              storage: str | None = None, study: str | None = None, objective: str | None = None,
              mode: str | None = None, progress: bool, validate: bool, warn: Callable[[str], None] | None,
-             family: str, search_runs: Path | None, say_capacity: bool = True) -> _Setup:
-    """The search's context, with its reference and batch-absent runs on the search units made (or read).
-    `say_capacity`: warn when batch-absent P95 is above the SLO (families sharing search runs say it once)."""
-    from simlab.experiments import capacity
-    from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
+             family: str, search_runs: Path | None, baseline: _Baseline | None = None) -> _Setup:
+    """The search's context, with the search units' baseline (`_baseline`) measured here unless given (families
+    on the same search units share one)."""
     from simlab.tuning.space import family_space
     from simlab.tuning.study import TuneContext, refuse_changed_study, remember
     from simlab.world.conditions import split
@@ -148,7 +158,6 @@ def _prepare(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
                       study or scenario.name, seeds,
                       search_worlds=[(c.name, c.apply(scenario)) for c in search_conds],
                       holdout_worlds=[(c.name, c.apply(scenario)) for c in held_conds])
-    unreachable = capacity.check(scenario).slo_unreachable
     ctx.identity = {"simlab_objective": f"{tune.mode}:{tune.objective}", "simlab_scenario": scenario.name,
                     **_setup_identity(scenario, base, space, seeds)}
     if len(ctx.search_worlds) > 1 or ctx.search_worlds[0][0] != "base":
@@ -166,30 +175,42 @@ def _prepare(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
         optuna.delete_study(study_name=ctx.study_name, storage=open_storage(ctx.storage_url))
         say(f"{out}: the tuning study was made with other inputs (scenario, options or simlab's code); started anew")
 
-    # The reference arm's batch throughput on the search units: the constraint's yardstick; and the interactive
-    # P95 with batch absent, the floor no options can go below.
-    plan = Plan(scenario, search_conds, Path(search_runs) if search_runs is not None else out / "search", workers,
-                progress)
-    plan.add_seeds(seeds)
-    reference = ArmSpec("reference", base.with_changes(policy=tune.reference), "baseline")
+    if baseline is None:
+        baseline = _baseline(ctx, Path(search_runs) if search_runs is not None else out / "search", workers, progress,
+                             say)
+    units = ctx.units()  # condition by condition, as every trial's per-unit values
+    reference = ctx.base.with_changes(policy=tune.reference)
+    ctx.reference_per_seed = [float(baseline.ran[("reference", c, s)]["batch_throughput_per_min"]) for c, s in units]
+    remember(ctx, reference, [baseline.ran[("reference", c, s)] for c, s in units])  # a trial that runs as it
+    ctx.reference_throughput = sum(ctx.reference_per_seed) / len(ctx.reference_per_seed)
+    return _Setup(ctx, n_trials, out, baseline)
+
+
+def _baseline(ctx: TuneContext, folder: Path, workers: int, progress: bool, say: Callable[[str], None]) -> _Baseline:
+    """The reference arm's runs on the search units (its batch throughput: the constraint's yardstick) and, with
+    both kinds of work, the batch-absent ones (their interactive P95: the floor no options go below), made in
+    `folder` or read from it; a warning when the floor or the capacity leaves the SLO out of reach."""
+    from simlab.experiments import capacity
+    from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
+    from simlab.world.conditions import split
+
+    scenario, base = ctx.scenario, ctx.base
+    plan = Plan(scenario, split(scenario)[0], folder, workers, progress)
+    plan.add_seeds(ctx.seeds)
+    reference = ArmSpec("reference", base.with_changes(policy=scenario.tune.reference), "baseline")
     both = {w.kind for w in scenario.workload} == {"interactive", "batch"}
     bound = ArmSpec(NO_BATCH, base.with_changes(policy="unscheduled"), "bound", "no-batch")
     ran = plan.run([reference] + ([bound] if both else [])).metrics
-    units = ctx.units()  # condition by condition, as every trial's per-unit values
-
-    def per_unit(label: str, metric: str) -> list[float]:
-        return [float(ran[(label, c, s)][metric]) for c, s in units]
-
-    ctx.reference_per_seed = per_unit("reference", "batch_throughput_per_min")  # pairs the constraint per unit
-    remember(ctx, reference.options, [ran[("reference", c, s)] for c, s in units])  # a trial that runs as it
-    ctx.reference_throughput = sum(ctx.reference_per_seed) / len(ctx.reference_per_seed)
-    floor = [v for v in per_unit(NO_BATCH, "interactive_p95_ms") if math.isfinite(v)] if both else []
+    floor = []
+    if both:
+        p95 = (float(ran[(NO_BATCH, c, s)]["interactive_p95_ms"]) for c, s in ctx.units())
+        floor = [v for v in p95 if math.isfinite(v)]
     above = bool(floor) and sum(floor) / len(floor) > scenario.slo_p95_ms
-    if above and say_capacity:
+    if above:
         say(f"capacity: with batch work absent, interactive P95 is already {sum(floor) / len(floor):,.0f} ms (mean "
             f"over {len(floor)} search runs), above the SLO ({scenario.slo_p95_ms:,.0f} ms): no scheduler can meet "
             "this SLO on this traffic.")
-    return _Setup(ctx, n_trials, out, unreachable, above)
+    return _Baseline(ran, capacity.check(scenario).slo_unreachable, above)
 
 
 def _finish(setup: _Setup, result, workers: int, progress: bool, validate: bool, force: bool) -> TuneRecord:
@@ -212,7 +233,7 @@ def _finish(setup: _Setup, result, workers: int, progress: bool, validate: bool,
                                          half_picks=half), out)
     candidates, note = choose(ctx, result)
     rows, summary = run_validation(ctx, candidates, out, workers, progress)
-    refuse = (setup.unreachable or setup.above) and not force
+    refuse = (setup.baseline.unreachable or setup.baseline.above) and not force
     pick = None if refuse else write_best(out, summary, ctx.multi)
     write_tables(ctx, result, out, rows, summary)
     record = write_record(build_record(ctx, result, summary, note, pick), out)
@@ -261,7 +282,7 @@ class _progress_bar:
 
         done = completed(study)
         self.done[id(study)] = min(len(done), self.per_study)
-        self.bar.update(max(0, min(sum(self.done.values()), self.bar.total) - self.bar.n))
+        self.bar.update(max(0, sum(self.done.values()) - self.bar.n))
         ok = [t.values[0] for t in done if feasible(t)] if self.ctx is not None else []
         if ok:
             self.bar.set_postfix_str(f"best {self.ctx.tune.objective} {min(ok):,.0f} ms")

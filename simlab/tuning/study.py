@@ -21,7 +21,7 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab.errors import InputError
-from simlab.experiments.runner import Job, execute, one_pool, shared_pool
+from simlab.experiments.runner import Job, cancel_on_failure, execute, one_pool, shared_pool
 from simlab.experiments.twins import as_twin, run_key
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
@@ -425,7 +425,7 @@ def optimize_all(ctxs: list[TuneContext], n_trials: int, workers: int = 1, progr
                 for key, cell in search.runs(numbers):
                     futures[pool.submit(_execute_cell, cell)] = (search, key)
 
-        try:
+        with cancel_on_failure(futures):
             for search in searches:
                 feed(search)
             while futures:
@@ -434,10 +434,6 @@ def optimize_all(ctxs: list[TuneContext], n_trials: int, workers: int = 1, progr
                     search, key = futures.pop(future)
                     search.ran(key, future.result())
                     feed(search)
-        except BaseException:
-            for future in futures:  # a pool shared with the rest of the command starts none of these runs
-                future.cancel()
-            raise
     return [s.study for s in searches]
 
 
