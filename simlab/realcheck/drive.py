@@ -41,6 +41,9 @@ def scenario_tasks(scenario, seed: int, time_scale: float = 1.0, until_ms: float
     return out
 
 
+STALL_GRACE_S = 10.0  # beyond the run's end: its cancel comes first
+
+
 async def drive(target: Target, model: str, options: SchedulerOptions, tasks: list[Task], max_seconds: float,
                 lead_ms: float = LEAD_MS, progress=None, priorities: dict[str, int] | None = None) -> list[dict]:
     """Submit every task at its arrival time through the runtime scheduler to the server; one record each.
@@ -49,7 +52,9 @@ async def drive(target: Target, model: str, options: SchedulerOptions, tasks: li
     fails (a malformed or unexpected answer, a closed connection, a stall past the limits) stops the run: the
     others are cancelled and its ServerError is raised (a measurement with a broken server means nothing)."""
     loop = asyncio.get_running_loop()
-    client = Client(target, Limits.within(max_seconds), model=model)
+    # The run's end cancels what is still open at `max_seconds`; a per-wait bound of exactly `max_seconds` would race
+    # that cancel for a request sent at the origin and report a slow, queued request as a stalled server.
+    client = Client(target, Limits.within(max_seconds + STALL_GRACE_S), model=model)
     sched = Scheduler(options)
     t0 = loop.time() * 1000.0 + lead_ms
     end = t0 / 1000.0 + max_seconds
