@@ -206,6 +206,20 @@ def agree(a: dict, b: dict) -> str:
     return "tie sets overlap" if set(a["tie_keys"]) & set(b["tie_keys"]) else "DIFFERENT"
 
 
+REFERENCE = ROOT / "scenarios" / "eval-sweep.toml"  # one simulation of its static cap: the machine's speed now
+
+
+def reference_ms(repeat: int = 5) -> list[float]:
+    """CPU milliseconds of one simulation of eval-sweep's static cap (seed 1), `repeat` times: how fast the
+    machine runs at this moment. The same cores run up to twice as slow in some hours as in others, so a table of
+    decide's wall seconds says beside each run how fast the machine was. Context, not a divisor: the parts of a
+    decide run (other scenarios' simulations, the search, the storage, the figures) do not all slow down alike."""
+    scenario = load_scenario(REFERENCE)
+    prepare, _ = engine_input(scenario)
+    options = scenario.options("static")
+    return [1000.0 * t for t in timed(lambda w: run_engine(scenario, options, w), repeat, prepare)]
+
+
 def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("racing", "exhaustive",
                                                                                 "replications2")) -> None:
     """`simlab decide` on every scenario in each mode (`decide_args`): wall and CPU seconds of the whole process,
@@ -218,6 +232,7 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
         for path in scenarios:
             row = {"scenario": path.stem}
             for mode in modes:
+                ref = sorted(reference_ms())
                 out = f"{tmp}/{path.stem}-{mode}"
                 probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
                          "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
@@ -236,9 +251,12 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                              "runs_exhaustive": rec["runs_exhaustive"], "runs_shared": rec.get("runs_shared", 0), "choice": rec["choice"] or "none",
                              "tie": " ".join(ties), "settled": rec["settled"], "exit": int(res[0]),
                              "flags": " ".join(decide_args(mode, path)),
-                             "tie_keys": [key(a) for a in tied], "choice_options": chosen[0] if chosen else None}
+                             "tie_keys": [key(a) for a in tied], "choice_options": chosen[0] if chosen else None,
+                             "reference_ms": statistics.median(ref), "reference_ms_min": ref[0],
+                             "reference_ms_max": ref[-1]}
                 print(f"  decide {path.stem} {mode}: {float(res[2]):.1f} s wall, {float(res[1]):.1f} cpu s, "
-                      f"{rec['runs']} runs, choice {rec['choice']}, exit {res[0]}", flush=True)
+                      f"{rec['runs']} runs, choice {rec['choice']}, exit {res[0]}; reference "
+                      f"{statistics.median(ref):.0f} ms", flush=True)
             rows.append(row)
     flat = [{"scenario": r["scenario"], **{f"{m}_{k}": v for m in modes for k, v in r[m].items()
                                              if k not in ("tie_keys", "choice_options")}} for r in rows]
@@ -250,15 +268,20 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
     lines = [f"# simlab decide on every bundled scenario\n\nCommit {commit}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, --workers {workers}. "
              "Wall and CPU seconds of the whole process (children included); the tie set is the leader, the arms "
-             "equivalent to it and the undecided ones on the selection units. Reproduce: "
+             "equivalent to it and the undecided ones on the selection units. The reference: CPU milliseconds of "
+             f"one simulation of {REFERENCE.stem}'s static cap, median (min-max) of 5, measured just before the run "
+             "(how fast the machine was then). Reproduce: "
              f"`.venv/bin/python benchmarks/run.py --decide-only --decide-modes {','.join(modes)}`.", "",
-             "| scenario | mode | flags | wall s | CPU s | runs | results from a twin's run | runs of every arm on every "
-             "unit | choice | settled | exit | agrees with racing |", "|---|---|---|---:|---:|---:|---:|---:|---|---|---:|---|"]
+             "| scenario | mode | flags | wall s | reference ms | CPU s | runs | results from a "
+             "twin's run | runs of every arm on every unit | choice | settled | exit | agrees with racing |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
         for m in modes:
             x = r[m]
             same = "–" if m == "racing" or "racing" not in r else agree(r["racing"], x)
-            lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['wall_s']:.1f} | {x['cpu_s']:.1f} | "
+            lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['wall_s']:.1f} | "
+                         f"{x['reference_ms']:.0f} ({x['reference_ms_min']:.0f}-{x['reference_ms_max']:.0f}) | "
+                         f"{x['cpu_s']:.1f} | "
                          f"{x['runs']} | {x['runs_shared']} | {x['runs_exhaustive']} | {x['choice']} | {x['settled']} | {x['exit']} | {same} |")
     lines += ["", "Tie sets:", ""] + [f"- {r['scenario']} {m}: {r[m]['tie'] or '(none)'}" for r in rows for m in modes]
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
