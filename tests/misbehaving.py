@@ -9,7 +9,10 @@ counts accepted connections. Modes (every request, unless the mode says otherwis
 - stream-forever: /v1/models fine; completions stream event-stream comments forever (no token ever);
 - endless-line: /v1/models fine; completions send one `data:` line that never ends;
 - bad-event-json, too-many-tokens, completion-500: /v1/models fine; completions answered badly;
-- count: /v1/models fine, completions answered 503 (for the URL tests: it only counts connections).
+- count: /v1/models fine, completions answered 503 (for the URL tests: it only counts connections);
+- drop-reused: a well-behaved server that keeps connections alive (HTTP/1.1, no `Connection: close`) and closes
+  one without an answer when a further request arrives on it: what a server's keep-alive timeout does to a request
+  sent on an idle connection at the moment it expires (uvicorn's, under vLLM, is 5 s).
 """
 
 from __future__ import annotations
@@ -43,14 +46,31 @@ class Misbehaving:
             while (h := await reader.readline()) not in (b"\r\n", b""):
                 k, _, v = h.decode("latin-1").partition(":")
                 headers[k.strip().lower()] = v.strip()
+            body = b""
             if int(headers.get("content-length", 0)):
-                await reader.readexactly(int(headers["content-length"]))
+                body = await reader.readexactly(int(headers["content-length"]))
             models = b"/v1/models" in line
-            await self._answer(models, writer)
+            if self.mode == "drop-reused":
+                await self._keep_alive(models, body, reader, writer)
+            else:
+                await self._answer(models, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             writer.close()
+
+    async def _keep_alive(self, models: bool, body: bytes, reader, w) -> None:
+        if models:
+            w.write(MODELS.join([b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(MODELS), b""]))
+        else:
+            n = json.loads(body)["max_tokens"]
+            event = {"choices": [{"index": 0, "text": ""}], "usage": {"completion_tokens": n}}
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + _chunk(b"data: " + json.dumps(event).encode() + b"\n\n") + _chunk(b"data: [DONE]\n\n")
+                    + b"0\r\n\r\n")
+        await w.drain()
+        await reader.read(1)  # a further request on this connection (or the client's close): closed unanswered
 
     async def _answer(self, models: bool, w) -> None:
         mode = self.mode

@@ -176,6 +176,44 @@ def test_the_node_driver_is_bounded(mode, tmp_path):
 
 
 @pytest.mark.skipif(NODE is None, reason="needs Node.js")
+def test_the_node_driver_never_sends_on_an_idle_kept_alive_connection(tmp_path):
+    """A server closes an idle kept-alive connection when its keep-alive timeout expires; a request the client
+    writes on it at that moment meets a closed socket ("other side closed"). real_server.js asks for one
+    connection per request (Connection: close), as simlab's own driver does, so requests one after another on a
+    server that drops every reused connection all complete, each on its own connection."""
+    (tmp_path / "options.json").write_text(json.dumps({"policy": "static", "maxConcurrency": 1,
+                                                        "batchMaxConcurrency": 1}))
+    (tmp_path / "tasks.csv").write_text("id,kind,arrival_ms,prompt_tokens,output_tokens\n1,interactive,0,8,4\n"
+                                        "2,batch,100,8,4\n3,interactive,200,8,4\n4,batch,300,8,4\n")
+    url, server, stop = serve("drop-reused")
+    try:
+        proc = subprocess.run([NODE, ROOT / "tests" / "conformance" / "real_server.js", url, tmp_path / "options.json",
+                               tmp_path / "tasks.csv", tmp_path / "out.csv", str(MAX_SECONDS)],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        stop()
+    assert proc.returncode == 0, proc.stderr
+    assert "4/4 completed" in proc.stdout
+    assert server.connections == 5  # GET /v1/models and each completion on a connection of its own
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js")
+def test_validate_real_completes_on_a_server_that_drops_reused_connections(scenario, tmp_path):
+    """Both drivers, as a user runs them, against the server above: every request of both runs completes."""
+    url, server, stop = serve("drop-reused")
+    try:
+        proc, seconds, rss = run_cli(["validate-real", scenario, "--url", url, "--policies", "static",
+                                      "--node-policies", "static", "--repeats", "1", "--max-seconds", MAX_SECONDS,
+                                      "--no-figures", "--out", tmp_path / "vr"])
+    finally:
+        stop()
+    assert proc.returncode == 0, proc.stderr
+    for run in ("static-run1.csv", "static-node-run1.csv"):
+        rows = (tmp_path / "vr" / "measured" / run).read_text().strip().splitlines()[1:]
+        assert len(rows) > 3 and all(row.endswith(",ok") for row in rows), (run, rows)
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js")
 def test_a_run_without_completions_from_node_is_refused(tmp_path):
     """validate-real hands Node's empty run to the same check as its own: a ServerError, nothing kept."""
     from simlab.realcheck import validate

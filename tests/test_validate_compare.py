@@ -146,3 +146,15 @@ def test_confidence_interval_of_the_measured_mean():
     one = compare({"a": fake(120, 50)}, {"a": [fake(100, 50)]})  # one run: no interval
     verdict(one)
     assert math.isnan(one[0].measured_ci_low) and outside_but_within_noise(one) == []
+
+
+def test_decode_errors_are_n_a_where_the_server_sent_every_token_at_once():
+    """A measured step of 0 ms (every token in one event) has no relative error: n/a, not a division by zero."""
+    from simlab.records import DecodeCheck
+    from simlab.reporting.blocks.validate_real import decode_table
+
+    r = SimpleNamespace(decode=[DecodeCheck("static", "article-js", "batch", 5.5, [0.0, 2.0], [1.7, 2.0],
+                                            [0.0, 2.0], [4.5, 3.0])])
+    cells = [c.text for c in decode_table(r).rows[0]]
+    assert cells[4] == "+450.0%"  # against the mean of the runs, 1.0 ms
+    assert cells[7] == "n/a, +50.0%"

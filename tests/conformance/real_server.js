@@ -15,7 +15,9 @@
 // OUT.csv: id,kind,prompt_tokens,output_tokens,arrival_ms,start_ms,ttft_ms,end_ms,outcome (ms from the origin;
 // ttft and end measured from arrival's origin like simlab's records). Requests still open after MAX_SECONDS are
 // aborted (outcome "cancelled"); GET /v1/models waits at most 10 s; a JSON answer is read up to 1 MiB and an
-// event-stream line up to 64 KiB.
+// event-stream line up to 64 KiB. Every request has a connection of its own (Connection: close), as in simlab's
+// own driver: a kept-alive idle connection can meet the server's keep-alive timeout (uvicorn's 5 s under vLLM)
+// just as a request is written on it, and the request fails with "other side closed".
 // Exit codes: 0 done; 2 the URL or the arguments refused; 3 the server's answer broke the protocol (malformed
 // JSON, an unexpected status, more tokens than asked, too large, too slow), its message on stderr.
 const fs = require('fs');
@@ -88,7 +90,7 @@ async function modelName() {
   const signal = AbortSignal.any([controller.signal, AbortSignal.timeout(Math.min(MODEL_MS, maxSeconds * 1000))]);
   let text;
   try {
-    const res = await fetch(`${url}/v1/models`, { signal, redirect: 'error' });
+    const res = await fetch(`${url}/v1/models`, { signal, redirect: 'error', headers: { Connection: 'close' } });
     text = await readCapped(res, JSON_BYTES, what);
     if (res.status !== 200) throw fail(what, `HTTP ${res.status} (expected 200): ${text.slice(0, 200)}`);
   } catch (e) {
@@ -110,7 +112,7 @@ async function complete(model, prompt, output, rec, t0) {
   });
   const what = `POST ${new URL(url).pathname.replace(/\/$/, '')}/v1/completions`;
   const res = await fetch(`${url}/v1/completions`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body, signal: controller.signal, redirect: 'error',
+    method: 'POST', headers: { 'Content-Type': 'application/json', Connection: 'close' }, body, signal: controller.signal, redirect: 'error',
   });
   if (res.status !== 200) throw fail(what, `HTTP ${res.status} (expected 200): ${(await readCapped(res, 4096, what).catch(() => '')).slice(0, 200)}`);
   const decoder = new TextDecoder();

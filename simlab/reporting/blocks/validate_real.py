@@ -31,6 +31,11 @@ def _pct(x, sign=False) -> str:
     return f"{x:+.1%}" if sign else f"{x:.1%}"
 
 
+def _error(model: float, measured: float) -> str:
+    """model / measured - 1; n/a where nothing was measured (a server that sends every token at once: step 0)."""
+    return _pct((model - measured) / measured if measured > 0 else math.nan, sign=True)
+
+
 # --- sentences --------------------------------------------------------------------------------------------------
 
 def step_text(r: ValidateRealRecord) -> str:
@@ -141,9 +146,9 @@ def decode_table(r: ValidateRealRecord) -> Table:
         mean = sum(d.measured_ms) / len(d.measured_ms)
         rows.append([Cell(label(d.policy, d.driver)), Cell(d.kind), Cell(f"{d.simulated_ms:.1f}"),
                      Cell(", ".join(f"{x:.1f}" for x in d.measured_ms)),
-                     Cell(f"{(d.simulated_ms - mean) / mean:+.1%}"), Cell(", ".join(f"{n:.1f}" for n in d.in_flight)),
+                     Cell(_error(d.simulated_ms, mean)), Cell(", ".join(f"{n:.1f}" for n in d.in_flight)),
                      Cell(", ".join(f"{m:.1f}" for m in d.at_load_model_ms)),
-                     Cell(", ".join(f"{(m - x) / x:+.1%}" for x, m in zip(d.at_load_measured_ms, d.at_load_model_ms)))])
+                     Cell(", ".join(_error(m, x) for x, m in zip(d.at_load_measured_ms, d.at_load_model_ms)))])
     return Table(["policy", "class", "simulated", "measured (per run)", "error", "sequences in flight (per run)",
                   "model at the measured load (per run)", "error of the model at the measured load (per run)"],
                  rows, align="ll")
@@ -205,7 +210,7 @@ def cpu_table(r: ValidateRealRecord) -> Table | None:
                         + [Cell(f"{server[n].cores:.2f} + {server[n].waiting:.2f}" if n in server else "")
                            for n in names]
                         + [Cell(f"{x.cpu.client_cores:.2f}"), Cell(f"{x.cpu.machine_cores:.2f}"),
-                           Cell(f"{(model - step) / step:+.1%}")])
+                           Cell(_error(model, step))])
     return Table(["policy", "run"] + [f"{n} running + waiting" for n in names]
                  + ["client", "machine", "model at the measured load: error (batch)"], rows, align="lr")
 
