@@ -243,6 +243,7 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                 res = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT,
                                      check=True).stdout.split()
                 rec = json.loads(Path(out, "result.json").read_text())["record"]
+                ref_ms = statistics.median(ref)
                 tied = [a for a in rec["selection"] if a["tie"] in ("leader", "equivalent", "undecided")]
                 ties = [a["label"] for a in tied]
                 key = lambda a: json.dumps(a["options"], sort_keys=True)  # noqa: E731
@@ -252,11 +253,11 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                              "tie": " ".join(ties), "settled": rec["settled"], "exit": int(res[0]),
                              "flags": " ".join(decide_args(mode, path)),
                              "tie_keys": [key(a) for a in tied], "choice_options": chosen[0] if chosen else None,
-                             "reference_ms": statistics.median(ref), "reference_ms_min": ref[0],
+                             "reference_ms": ref_ms, "reference_ms_min": ref[0],
                              "reference_ms_max": ref[-1]}
                 print(f"  decide {path.stem} {mode}: {float(res[2]):.1f} s wall, {float(res[1]):.1f} cpu s, "
                       f"{rec['runs']} runs, choice {rec['choice']}, exit {res[0]}; reference "
-                      f"{statistics.median(ref):.0f} ms", flush=True)
+                      f"{ref_ms:.0f} ms", flush=True)
             rows.append(row)
     flat = [{"scenario": r["scenario"], **{f"{m}_{k}": v for m in modes for k, v in r[m].items()
                                              if k not in ("tie_keys", "choice_options")}} for r in rows]
