@@ -61,8 +61,8 @@ class Misbehaving:
 
     async def _keep_alive(self, models: bool, body: bytes, reader, w) -> None:
         if models:
-            w.write(MODELS.join([b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % len(MODELS), b""]))
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                    % len(MODELS) + MODELS)
         else:
             n = json.loads(body)["max_tokens"]
             event = {"choices": [{"index": 0, "text": ""}], "usage": {"completion_tokens": n}}
