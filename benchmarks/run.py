@@ -233,6 +233,7 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
             row = {"scenario": path.stem}
             for mode in modes:
                 ref = sorted(reference_ms())
+                ref_ms = statistics.median(ref)
                 out = f"{tmp}/{path.stem}-{mode}"
                 probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
                          "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
@@ -243,7 +244,6 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                 res = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT,
                                      check=True).stdout.split()
                 rec = json.loads(Path(out, "result.json").read_text())["record"]
-                ref_ms = statistics.median(ref)
                 tied = [a for a in rec["selection"] if a["tie"] in ("leader", "equivalent", "undecided")]
                 ties = [a["label"] for a in tied]
                 key = lambda a: json.dumps(a["options"], sort_keys=True)  # noqa: E731

@@ -148,22 +148,26 @@ def test_malformed_answers_are_input_errors(mode, scenario, tmp_path, capsys):
 NODE = shutil.which("node")
 
 
+def node_driver(url: str, tmp_path, options: dict, tasks: str) -> subprocess.CompletedProcess:
+    """real_server.js on its own against `url`: the options file and the tasks (CSV rows after the header)."""
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    (tmp_path / "tasks.csv").write_text("id,kind,arrival_ms,prompt_tokens,output_tokens\n" + tasks)
+    return subprocess.run([NODE, ROOT / "tests" / "conformance" / "real_server.js", url, tmp_path / "options.json",
+                           tmp_path / "tasks.csv", tmp_path / "out.csv", str(MAX_SECONDS)],
+                          capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.skipif(NODE is None, reason="needs Node.js")
 @pytest.mark.parametrize("mode", ["silent", "stall-headers", "endless-body", "stream-forever", "endless-line",
                                   "bad-event-json", "models-empty"])
 def test_the_node_driver_is_bounded(mode, tmp_path):
     """real_server.js on its own: exit 3 (the server broke the protocol) within MAX_SECONDS plus a few seconds,
     with the response named."""
-    (tmp_path / "options.json").write_text(json.dumps({"policy": "static", "maxConcurrency": 4,
-                                                        "batchMaxConcurrency": 2}))
-    (tmp_path / "tasks.csv").write_text("id,kind,arrival_ms,prompt_tokens,output_tokens\n1,interactive,0,8,4\n"
-                                        "2,batch,10,8,4\n")
     url, server, stop = serve(mode)
     t0 = time.monotonic()
     try:
-        proc = subprocess.run([NODE, ROOT / "tests" / "conformance" / "real_server.js", url, tmp_path / "options.json",
-                               tmp_path / "tasks.csv", tmp_path / "out.csv", str(MAX_SECONDS)],
-                              capture_output=True, text=True, timeout=60)
+        proc = node_driver(url, tmp_path, {"policy": "static", "maxConcurrency": 4, "batchMaxConcurrency": 2},
+                           "1,interactive,0,8,4\n2,batch,10,8,4\n")
     finally:
         stop()
     seconds = time.monotonic() - t0
@@ -181,15 +185,10 @@ def test_the_node_driver_never_sends_on_an_idle_kept_alive_connection(tmp_path):
     writes on it at that moment meets a closed socket ("other side closed"). real_server.js asks for one
     connection per request (Connection: close), as simlab's own driver does, so requests one after another on a
     server that drops every reused connection all complete, each on its own connection."""
-    (tmp_path / "options.json").write_text(json.dumps({"policy": "static", "maxConcurrency": 1,
-                                                        "batchMaxConcurrency": 1}))
-    (tmp_path / "tasks.csv").write_text("id,kind,arrival_ms,prompt_tokens,output_tokens\n1,interactive,0,8,4\n"
-                                        "2,batch,100,8,4\n3,interactive,200,8,4\n4,batch,300,8,4\n")
     url, server, stop = serve("drop-reused")
     try:
-        proc = subprocess.run([NODE, ROOT / "tests" / "conformance" / "real_server.js", url, tmp_path / "options.json",
-                               tmp_path / "tasks.csv", tmp_path / "out.csv", str(MAX_SECONDS)],
-                              capture_output=True, text=True, timeout=60)
+        proc = node_driver(url, tmp_path, {"policy": "static", "maxConcurrency": 1, "batchMaxConcurrency": 1},
+                           "1,interactive,0,8,4\n2,batch,100,8,4\n3,interactive,200,8,4\n4,batch,300,8,4\n")
     finally:
         stop()
     assert proc.returncode == 0, proc.stderr

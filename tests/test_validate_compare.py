@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 from simlab.realcheck import compare as cmp
 from simlab.realcheck.measures import metrics
-from simlab.reporting.blocks.validate_real import (comparison_table, outside_but_within_noise, tied_on_one_side,
-                                                   verdict_items)
+from simlab.records import DecodeCheck
+from simlab.reporting.blocks.validate_real import (comparison_table, decode_table, outside_but_within_noise,
+                                                   tied_on_one_side, verdict_items)
 from simlab.reporting.document import Bullets, Document
 from simlab.reporting.markdown import render_markdown
 from simlab.realcheck.stepcheck import decode_ms_per_token, step_at_measured_load, step_error_by_window
@@ -150,9 +151,6 @@ def test_confidence_interval_of_the_measured_mean():
 
 def test_decode_errors_are_n_a_where_the_server_sent_every_token_at_once():
     """A measured step of 0 ms (every token in one event) has no relative error: n/a, not a division by zero."""
-    from simlab.records import DecodeCheck
-    from simlab.reporting.blocks.validate_real import decode_table
-
     r = SimpleNamespace(decode=[DecodeCheck("static", "article-js", "batch", 5.5, [0.0, 2.0], [1.7, 2.0],
                                             [0.0, 2.0], [4.5, 3.0])])
     cells = [c.text for c in decode_table(r).rows[0]]
