@@ -159,6 +159,19 @@ def test_bad_tuning_input_exits_2_and_keeps_trials(scenario, tmp_path):
         assert "Traceback" not in proc.stderr and expect in proc.stderr and "bad.toml" in proc.stderr, proc.stderr
 
 
+def test_a_default_outside_the_searched_range_is_said_once_in_simlabs_words(tmp_path):
+    path = tmp_path / "narrow.toml"
+    path.write_text(SMALL.replace("interactiveP95LatencyMs = 500", "interactiveP95LatencyMs = 500\nwindowMs = 3000")
+                    + "\n[tune.bounds]\nwindowMs = [5000, 20000]\nbatchMaxConcurrency = [1, 4]\n")
+    proc = tune(path, tmp_path / "out", "--trials", "6")
+    assert "Fixed parameter" not in proc.stderr and "optuna" not in proc.stderr, proc.stderr
+    for key, value, lo, hi in (("windowMs", "3000", "5000", "20000"), ("batchMaxConcurrency", "6", "1", "4")):
+        said = f"narrow.toml: the scenario's {key} = {value} lies outside the searched range [{lo}, {hi}]"
+        assert proc.stderr.count(said) == 1, proc.stderr
+    trials = (tmp_path / "out" / "trials.csv").read_text()
+    assert len(trials.splitlines()) == 1 + 6  # the out-of-range defaults were measured as a trial, not refused
+
+
 def test_multi_objective_mode_writes_a_pareto_front(scenario, tmp_path):
     out = tmp_path / "multi"
     tune(scenario, out, "--mode", "multi", "--trials", "8")

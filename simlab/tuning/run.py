@@ -58,6 +58,8 @@ def quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"optuna\.")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.importance")
+    # a default outside the searched range: said once in simlab's words (`_say_outside`), not once per trial
+    warnings.filterwarnings("ignore", message=r"Fixed parameter .* is out of range", category=UserWarning)
 
 
 @dataclass
@@ -175,6 +177,7 @@ def _prepare(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
         optuna.delete_study(study_name=ctx.study_name, storage=open_storage(ctx.storage_url))
         say(f"{out}: the tuning study was made with other inputs (scenario, options or simlab's code); started anew")
 
+    _say_outside(ctx, say)
     if baseline is None:
         baseline = _baseline(ctx, Path(search_runs) if search_runs is not None else out / "search", workers, progress,
                              say)
@@ -184,6 +187,21 @@ def _prepare(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: i
     remember(ctx, reference, [baseline.ran[("reference", c, s)] for c, s in units])  # a trial that runs as it
     ctx.reference_throughput = sum(ctx.reference_per_seed) / len(ctx.reference_per_seed)
     return _Setup(ctx, n_trials, out, baseline)
+
+
+def _say_outside(ctx: TuneContext, say: Callable[[str], None]) -> None:
+    """A warning for each production default that lies outside its searched range ([tune.bounds] or the default
+    range): the defaults' trial measures it as set, and no other trial comes near it."""
+    from simlab.tuning.study import baselines
+
+    said = set()
+    for origin, params in baselines(ctx):
+        for key, value, lo, hi in ctx.space.outside(params):
+            if key not in said:
+                said.add(key)
+                say(f"{ctx.scenario.path}: the scenario's {key} = {value:g} lies outside the searched range "
+                    f"[{lo:g}, {hi:g}] (tune.bounds.{key} or its default); the {origin} trial measures it as set, "
+                    "and the search proposes values inside the range only")
 
 
 def _baseline(ctx: TuneContext, folder: Path, workers: int, progress: bool, say: Callable[[str], None]) -> _Baseline:

@@ -40,6 +40,12 @@ class Space:
             params[name] = trial.suggest_categorical(name, list(values))
         return params
 
+    def outside(self, params: dict) -> list[tuple[str, float, float, float]]:
+        """(key, value, low, high) for every value of `params` outside its searched range: a production default
+        the search never proposes, measured as set in the defaults' trial."""
+        return [(key, params[key], lo, hi) for key, (lo, hi) in self.bounds.items()
+                if key in params and not lo <= params[key] <= hi]
+
 
 def build_space(scenario: Scenario, base: SchedulerOptions) -> Space:
     """Default ranges around the scenario, overridden by its [tune.bounds]; checked against the policy's limits."""
