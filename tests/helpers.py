@@ -35,6 +35,33 @@ def assert_csv_close(fresh: Path, committed: Path, rel: float = RESULT_REL) -> N
                 f"{committed.name} line {line}: {x} vs {y}"
 
 
+def assert_record_close(fresh: Path, committed: Path, keys: tuple[str, ...], rel: float = RESULT_REL) -> None:
+    """Two result.json files hold the same `keys` of their record: the same structure and text, numbers within
+    `rel` (see assert_csv_close)."""
+    import json
+    import math
+
+    def close(x, y, where):
+        if isinstance(x, dict) and isinstance(y, dict):
+            assert x.keys() == y.keys(), f"{committed} {where}: keys {sorted(x)} vs {sorted(y)}"
+            for k in x:
+                close(x[k], y[k], f"{where}.{k}")
+        elif isinstance(x, list) and isinstance(y, list):
+            assert len(x) == len(y), f"{committed} {where}: {len(x)} items vs {len(y)}"
+            for i, (u, v) in enumerate(zip(x, y)):
+                close(u, v, f"{where}[{i}]")
+        elif isinstance(x, float) or isinstance(y, float):
+            assert isinstance(x, (int, float)) and isinstance(y, (int, float)) and (
+                math.isclose(x, y, rel_tol=rel, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y))), \
+                f"{committed} {where}: {x} vs {y}"
+        else:
+            assert x == y, f"{committed} {where}: {x!r} vs {y!r}"
+
+    a, b = (json.loads(Path(p).read_text())["record"] for p in (fresh, committed))
+    for key in keys:
+        close(a[key], b[key], key)
+
+
 def simlab(*args, cwd=None, check=True, timeout=600) -> subprocess.CompletedProcess:
     """Run the CLI as a user types it."""
     proc = subprocess.run(

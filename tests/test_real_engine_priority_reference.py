@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from helpers import RESULT_REL, ROOT, assert_csv_close, simlab
+from helpers import RESULT_REL, ROOT, assert_csv_close, assert_record_close, simlab
 
 REF = ROOT / "results" / "reference" / "real-engine-priority"
 URL = "http://127.0.0.1:8031"  # the address the runs were measured at (part of each kept run's key)
@@ -40,6 +40,8 @@ def kept_copy(folder, tmp_path):
 
 
 def same_verdict(out, folder):
+    # and the step model checked alone (decode steps at the measured load, by window), which only the record holds
+    assert_record_close(out / "result.json", REF / folder / "result.json", ("decode", "runs"))
     verdicts = [json.loads(p.read_text()) for p in (out / "verdict.json", REF / folder / "verdict.json")]
     for v in verdicts:
         v.pop("header")  # names the scenario and calibration files as given: absolute paths here

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import RESULT_REL, ROOT, assert_csv_close, simlab
+from helpers import RESULT_REL, ROOT, assert_csv_close, assert_record_close, simlab
 
 REF = ROOT / "results" / "reference" / "real-engine"
 
@@ -48,6 +48,8 @@ def test_the_validation_is_re_simulated_from_the_kept_runs(tmp_path):
                   "--no-figures", "--kept-runs-only", "--calibration", REF / "calibration" / "step.toml")
     assert "measuring" not in proc.stdout and proc.stdout.count("kept from") == 16
     assert_csv_close(out / "summary.csv", REF / "validate-real" / "summary.csv")
+    # the step model checked alone (decode steps at the measured load, by window): in the record, not the summary
+    assert_record_close(out / "result.json", REF / "validate-real" / "result.json", ("decode", "runs"))
     verdicts = [json.loads(p.read_text()) for p in (out / "verdict.json", REF / "validate-real" / "verdict.json")]
     for v in verdicts:
         v.pop("header")  # names the calibration file as given: an absolute path here

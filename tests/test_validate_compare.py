@@ -50,6 +50,26 @@ def test_step_model_at_the_measured_load_and_by_window():
     assert step_error_by_window(rs, backend, "batch", min_requests=11) == {}
 
 
+def test_requests_whose_tokens_came_all_at_once_are_left_out_of_the_step_check():
+    """A request whose decode was not observed (every token in one event: a measured step of 0, or a sliver of
+    the others') says nothing of the engine's step and, as model / measured, would be infinite."""
+    backend = SimpleNamespace(max_num_seqs=16, step=SimpleNamespace(base_ms=1.5, per_seq_ms=3.0, per_token_ms=0.5,
+                                                                    admit_ms=1.0, profile=None))
+    rs = [rec("batch", i * 1000.0, i * 1000.0 + 10 + 10 * (5.0 if i < 5 else 6.25), 10.0, out=11) for i in range(10)]
+    unstreamed = [rec("batch", 500.0 + i * 1000.0, 500.0 + i * 1000.0 + 10 + (0.0 if i % 2 else 0.01), 10.0, out=11)
+                  for i in range(4)]
+    alone = step_at_measured_load(rs, backend, "batch")
+    with_them = step_at_measured_load(rs + unstreamed, backend, "batch")
+    assert alone[1:] == pytest.approx(((5.0 + 6.25) / 2, 5.0))
+    assert with_them[1:] == pytest.approx(alone[1:])
+    assert step_error_by_window(rs + unstreamed, backend, "batch") == pytest.approx({0: (1 + 5.0 / 6.25) / 2 - 1})
+    # a server that sent every token at once, timed on a 1 ms clock: nothing observed, nothing to report (not an
+    # infinite error)
+    at_once = unstreamed[1::2] * 3
+    assert step_error_by_window(at_once, backend, "batch", min_requests=1) == {}
+    assert all(math.isnan(x) for x in step_at_measured_load(at_once, backend, "batch"))
+
+
 def fake(p95, thr):
     return {"interactive": {"p50_ms": 1, "p95_ms": p95, "p99_ms": 1, "ttft_p95_ms": 1},
             "batch": {"p50_ms": 1, "p95_ms": 1, "p99_ms": 1, "ttft_p95_ms": 1, "throughput_tok_s": thr}}

@@ -35,20 +35,16 @@ from simlab.records import OpenLoopRefit, OpenLoopRun
 
 MIN_REQUESTS = 20
 F_SCALE = 0.05  # soft-L1: relative errors well beyond 5% count about linearly, not squared
-UNSTREAMED = 0.05  # a decode step under this share of the run's median was not streamed
 
 
 def load_rows(records: list[dict], max_num_seqs: int) -> tuple[np.ndarray, int]:
     """Both classes' requests of one run: (rows of load_during_decode, how many were left out). Left out: a
-    request whose tokens came (nearly) all at once, a decode step under UNSTREAMED of the run's median. Its
-    decode was not observed (on the real engine, 2 requests of 1,541 in six runs: 45 and 106 tokens all within
-    0.2 ms), and as a relative error it would outweigh every other request."""
-    from simlab.realcheck.stepcheck import load_during_decode
+    request whose decode was not observed (simlab/realcheck/stepcheck.py `streamed`, against the run's median; on
+    the real engine, 2 requests of 1,541 in six runs)."""
+    from simlab.realcheck.stepcheck import load_during_decode, streamed
 
     rows = np.vstack([load_during_decode(records, k, max_num_seqs) for k in ("interactive", "batch")])
-    if not len(rows):
-        return rows, 0
-    keep = rows[:, 2] >= UNSTREAMED * np.median(rows[:, 2])
+    keep = streamed(rows)
     return rows[keep], int((~keep).sum())
 
 
