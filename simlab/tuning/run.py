@@ -194,12 +194,13 @@ def _say_outside(ctx: TuneContext, say: Callable[[str], None]) -> None:
     range): the defaults' trial measures it as set, and no other trial comes near it."""
     from simlab.tuning.study import baselines
 
+    where = ctx.scenario.path or f"scenario {ctx.scenario.name!r}"  # a Scenario built in Python has no file
     said = set()
     for origin, params in baselines(ctx):
         for key, value, lo, hi in ctx.space.outside(params):
             if key not in said:
                 said.add(key)
-                say(f"{ctx.scenario.path}: the scenario's {key} = {value:g} lies outside the searched range "
+                say(f"{where}: the scenario's {key} = {value:g} lies outside the searched range "
                     f"[{lo:g}, {hi:g}] (tune.bounds.{key} or its default); the {origin} trial measures it as set, "
                     "and the search proposes values inside the range only")
 
