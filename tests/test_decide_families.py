@@ -505,6 +505,10 @@ def test_a_warning_every_familys_search_raises_reaches_the_user_once(tmp_path):
     assert len(capacity) == 1 and "no scheduler can meet this SLO" in capacity[0], said
     assert [f.family for f in summary.families] == ["adaptive", "holdback", "aimd"]
     assert all(f.trials == 2 for f in summary.families)
+    # so small an SLO collapses the adaptive threshold's default range [SLO / 20 or 10 ms, 5 SLO] to 10 ms: the
+    # default 300 ms lies outside what is searched, said once in the range searched
+    outside = [m for m in said if "outside the searched range" in m]
+    assert len(outside) == 1 and "interactiveP95LatencyMs = 300 lies outside the searched range [10, 10]" in outside[0]
 
 
 def test_families_tuned_together_on_a_pool_hold_what_each_holds_tuned_alone(tmp_path):

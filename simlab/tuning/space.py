@@ -42,8 +42,10 @@ class Space:
 
     def outside(self, params: dict) -> list[tuple[str, float, float, float]]:
         """(key, value, low, high) for every value of `params` outside its searched range: a production default
-        the search never proposes, measured as set in the defaults' trial."""
-        return [(key, params[key], lo, hi) for key, (lo, hi) in self.bounds.items()
+        the search never proposes, measured as set in the defaults' trial. The range is what `suggest` searches: a
+        default range that an extreme SLO inverts collapses to its low end."""
+        ranges = {key: (lo, max(lo, hi)) for key, (lo, hi) in self.bounds.items()}
+        return [(key, params[key], lo, hi) for key, (lo, hi) in ranges.items()
                 if key in params and not lo <= params[key] <= hi]
 
 
