@@ -11,11 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT_REL = 1e-5  # results are written at 6 significant digits: one unit of the 6th, relative
 
 
+def numbers_close(x: float, y: float, rel: float = RESULT_REL) -> bool:
+    """Two committed numbers agree: within `rel` (a fit, or a sum whose last bits depend on the CPU), or both NaN."""
+    import math
+
+    return math.isclose(x, y, rel_tol=rel, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y))
+
+
 def assert_csv_close(fresh: Path, committed: Path, rel: float = RESULT_REL) -> None:
     """Two CSV files hold the same table: the same header and text cells, numbers within `rel` (a fit, or a sum
     whose last bits depend on the CPU)."""
     import csv
-    import math
 
     def rows(path):
         with open(path, newline="", encoding="utf-8") as f:
@@ -31,15 +37,13 @@ def assert_csv_close(fresh: Path, committed: Path, rel: float = RESULT_REL) -> N
             except ValueError:
                 assert x == y, f"{committed.name} line {line}: {x!r} vs {y!r}"
                 continue
-            assert math.isclose(fx, fy, rel_tol=rel, abs_tol=1e-12) or (math.isnan(fx) and math.isnan(fy)), \
-                f"{committed.name} line {line}: {x} vs {y}"
+            assert numbers_close(fx, fy, rel), f"{committed.name} line {line}: {x} vs {y}"
 
 
 def assert_record_close(fresh: Path, committed: Path, keys: tuple[str, ...], rel: float = RESULT_REL) -> None:
     """Two result.json files hold the same `keys` of their record: the same structure and text, numbers within
     `rel` (see assert_csv_close)."""
     import json
-    import math
 
     def close(x, y, where):
         if isinstance(x, dict) and isinstance(y, dict):
@@ -51,8 +55,7 @@ def assert_record_close(fresh: Path, committed: Path, keys: tuple[str, ...], rel
             for i, (u, v) in enumerate(zip(x, y)):
                 close(u, v, f"{where}[{i}]")
         elif isinstance(x, float) or isinstance(y, float):
-            assert isinstance(x, (int, float)) and isinstance(y, (int, float)) and (
-                math.isclose(x, y, rel_tol=rel, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y))), \
+            assert isinstance(x, (int, float)) and isinstance(y, (int, float)) and numbers_close(x, y, rel), \
                 f"{committed} {where}: {x} vs {y}"
         else:
             assert x == y, f"{committed} {where}: {x!r} vs {y!r}"
