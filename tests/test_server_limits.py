@@ -238,3 +238,36 @@ def test_limits_come_from_max_seconds():
     assert Limits.within(3) == Limits(connect_s=3, header_s=3, idle_s=3)
     assert Limits.within(900).connect_s == 10
 
+
+
+def test_a_request_open_at_the_runs_end_is_cancelled_even_when_the_loop_wakes_past_its_own_bound(monkeypatch):
+    """A busy machine can keep the driver's event loop from running from just before the run's end until after a
+    request's own deadline, while the server keeps streaming. The request still reads as cancelled by the run's
+    end, not as a server that stalled (which stops the run with exit 2)."""
+    import asyncio
+
+    from simlab.policies import SchedulerOptions, Task
+    from simlab.realcheck import drive as driving
+    from simlab.realcheck.fake_engine import start_in_thread
+    from simlab.realcheck.urls import check_url
+
+    run_s, stall_s = 1.0, 1.6  # the loop sleeps from 0.05 s before the end to past the end + the grace
+    monkeypatch.setattr(driving, "STALL_GRACE_S", 0.3)
+    url, engine, stop = start_in_thread(base_ms=20.0, max_seqs=4)
+    tasks = []
+    for i in range(4):
+        t = Task(i, "batch", 0.0, 0.0)
+        t.prompt_tokens, t.output_tokens = 8, 100_000  # still streaming at the run's end
+        tasks.append(t)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        loop.call_later(driving.LEAD_MS / 1000 + run_s - 0.05, time.sleep, stall_s)
+        return await driving.drive(check_url(url), "fake", SchedulerOptions(policy="unscheduled"), tasks, run_s)
+
+    try:
+        records = asyncio.run(run())
+    finally:
+        stop()
+    assert [r["outcome"] for r in records] == ["cancelled"] * 4
+    assert all(r["end_ms"] >= run_s * 1000 for r in records)

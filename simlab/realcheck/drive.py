@@ -41,7 +41,9 @@ def scenario_tasks(scenario, seed: int, time_scale: float = 1.0, until_ms: float
     return out
 
 
-STALL_GRACE_S = 10.0  # beyond the run's end: its cancel comes first
+# A request's own bounds lie this far beyond the run's end, so that a request still open then is cancelled by
+# the end (a timer the loop runs before any later one), never reported as a stalled server.
+STALL_GRACE_S = 10.0
 
 
 async def drive(target: Target, model: str, options: SchedulerOptions, tasks: list[Task], max_seconds: float,
@@ -52,8 +54,6 @@ async def drive(target: Target, model: str, options: SchedulerOptions, tasks: li
     fails (a malformed or unexpected answer, a closed connection, a stall past the limits) stops the run: the
     others are cancelled and its ServerError is raised (a measurement with a broken server means nothing)."""
     loop = asyncio.get_running_loop()
-    # The run's end cancels what is still open at `max_seconds`; a per-wait bound of exactly `max_seconds` would race
-    # that cancel for a request sent at the origin and report a slow, queued request as a stalled server.
     client = Client(target, Limits.within(max_seconds + STALL_GRACE_S), model=model)
     sched = Scheduler(options)
     t0 = loop.time() * 1000.0 + lead_ms
@@ -66,7 +66,7 @@ async def drive(target: Target, model: str, options: SchedulerOptions, tasks: li
     async def call(rec, p, o):
         rec["start_ms"] = loop.time() * 1000.0 - t0
         priority = None if priorities is None else priorities[rec["kind"]]
-        done = await client.complete(p, o, deadline=end + 1.0, priority=priority)  # the run's end cancels it first
+        done = await client.complete(p, o, deadline=end + STALL_GRACE_S, priority=priority)
         rec["ttft_ms"] = done.first_ms - t0 - rec["arrival_ms"]
         return done
 
@@ -88,25 +88,36 @@ async def drive(target: Target, model: str, options: SchedulerOptions, tasks: li
     running: list[asyncio.Task] = []
     timers = [loop.call_at((t0 + t.arrival_ms) / 1000.0, lambda t=t: running.append(asyncio.ensure_future(one(t))))
               for t in tasks]
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        for timer in timers:
+            timer.cancel()
+        for r in running:
+            r.cancel()
+
+    # The end is a timer of its own, not a check in the polling loop below: the loop runs due timers in the order
+    # of their times, so when it wakes late (a busy machine) past both the end and a request's own bound, the
+    # end's cancel still reaches the request first and it reads as cancelled, not as a stalled server.
+    at_end = loop.call_at(end, stop)
     last_arrival = (t0 + (tasks[-1].arrival_ms if tasks else 0)) / 1000.0
     next_report = loop.time() + 15
-    while True:
+    while not stopped:
         await asyncio.sleep(0.2)
         now = loop.time()
         if now >= last_arrival and len(running) == len(tasks) and all(r.done() for r in running):
             break
-        if now >= end or failed:
-            for timer in timers:
-                timer.cancel()
-            for r in running:
-                r.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
-            break
-        if progress is not None and now >= next_report:
+        if failed:
+            stop()
+        elif progress is not None and now >= next_report:
             s = sched.snapshot()
             progress(f"    t={now - t0 / 1000:6.0f} s  in flight {s.in_flight_interactive}i/{s.in_flight_batch}b, "
                      f"queued {s.queued_interactive}i/{s.queued_batch}b, cap {s.batch_cap:g}, done {s.completed}")
             next_report = now + 15
+    at_end.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
     if failed:
         raise failed[0]
     assert sched.policy.running == 0 and sched.policy.queued() == (0, 0), "a slot leaked"

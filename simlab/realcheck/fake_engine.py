@@ -146,7 +146,12 @@ def start_in_thread(port: int = 0, **kw) -> tuple[str, FakeEngine, callable]:
             loop.run_until_complete(holder["task"])
         except asyncio.CancelledError:
             pass
-        finally:
+        finally:  # the handlers of connections still open end on this loop, not in the garbage collector
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     thread = threading.Thread(target=target, daemon=True)
