@@ -182,17 +182,26 @@ def kv_backend(table: Table, rep: int) -> None:
         table.add(f"continuous batching, eval-sweep-long, {policy}: per request", "cpu us", per_request["plain"])
         table.add(f"KV cache + priority, eval-sweep-long-kv, {policy} ({stats['preemptions']:,} preemptions): per request",
                   "cpu us", per_request["kv"], base, target=target)
-DECIDE_MODES = ("racing", "exhaustive", "replications2", "trials-half", "trials-double")  # what --decide-modes may name
+DECIDE_MODES = ("racing", "exhaustive", "replications2", "trials-half", "trials-double", "trials-quad")  # what --decide-modes may name
 
 
 def decide_args(mode: str, path: Path) -> list[str]:
     """The flags of one mode: racing (default settings), every arm on every unit, racing at a second budget
-    (twice the selection seeds per held-out condition, or half or twice the tuning trials per family)."""
+    (twice the selection seeds per held-out condition, or half, twice or four times the tuning trials per family:
+    four times is the budget a run at twice the trials asks for when its answer still hangs on the trials)."""
     scenario = load_scenario(path)
     return {"racing": [], "exhaustive": ["--exhaustive"],
             "replications2": ["--replications", str(2 * scenario.tune.holdout_seeds)],
             "trials-half": ["--trials", str(max(1, scenario.decision.trials // 2))],
-            "trials-double": ["--trials", str(2 * scenario.decision.trials)]}[mode]
+            "trials-double": ["--trials", str(2 * scenario.decision.trials)],
+            "trials-quad": ["--trials", str(4 * scenario.decision.trials)]}[mode]
+
+
+def compared_with(mode: str, row: dict) -> str | None:
+    """The run a mode's answer is set against: the next smaller tuning budget for four times the trials (does
+    following a run's `trials_needed` keep its answer?), the default run for every other mode."""
+    base = "trials-double" if mode == "trials-quad" and "trials-double" in row else "racing"
+    return None if mode == base or base not in row else base
 
 
 def agree(a: dict, b: dict) -> str:
@@ -274,12 +283,13 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
              "(how fast the machine was then). Reproduce: "
              f"`.venv/bin/python benchmarks/run.py --decide-only --decide-modes {','.join(modes)}`.", "",
              "| scenario | mode | flags | wall s | reference ms | CPU s | runs | results from a "
-             "twin's run | runs of every arm on every unit | choice | settled | exit | agrees with racing |",
+             "twin's run | runs of every arm on every unit | choice | settled | exit | agrees with |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
         for m in modes:
             x = r[m]
-            same = "–" if m == "racing" or "racing" not in r else agree(r["racing"], x)
+            base = compared_with(m, r)
+            same = "–" if base is None else f"{agree(r[base], x)} ({base})"
             lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['wall_s']:.1f} | "
                          f"{x['reference_ms']:.0f} ({x['reference_ms_min']:.0f}-{x['reference_ms_max']:.0f}) | "
                          f"{x['cpu_s']:.1f} | "
