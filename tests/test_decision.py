@@ -383,3 +383,22 @@ def test_exhaustive_measures_every_arm_on_every_unit_and_stops_where_racing_does
     assert full.runs_shared > 0  # holdback and gradient2 defaults run as static caps on these GPU slots
     assert full.selection_units == raced.selection_units  # the answer's units: those judged, 2 seeds x 3
     assert len(full.selection_units) == 2 * len(full.conditions)
+
+
+def test_the_why_names_undecided_arms_counted_on_their_point_estimates():
+    from types import SimpleNamespace as NS
+
+    from simlab.reporting import words
+
+    def arm(label, tie, second, p95, tput):
+        return NS(label=label, tie=tie, second=second, p95=NS(mean=p95), throughput=NS(mean=tput))
+
+    leader = arm("static-4", "leader", "out", 1000.0, 100.0)
+    undecided = arm("holdback-tuned", "undecided", "leader", 1010.0, 120.0)  # P95 point estimate inside 2%
+    r = NS(rule="constrained", pick=None, choice="holdback-tuned", leader="static-4", second_leader="holdback-tuned",
+           p95_margin=0.02, throughput_margin=0.02, selection=[leader, undecided])
+    r.arm = lambda label: next((a for a in r.selection if a.label == label), None)
+    assert words._why(r) == ("the highest throughput of those within the P95 margin "
+                             "(undecided arms counted on their point estimates)")
+    undecided.tie = "equivalent"  # shown within the margin: nothing to qualify
+    assert words._why(r) == "the highest throughput of those within the P95 margin"

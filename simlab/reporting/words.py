@@ -486,7 +486,9 @@ def _why(r) -> str:
     if len(tied) > 1:
         return (f"the simplest of those within the {second} margin of the {best} ({arms_text(r, tied)}; undecided "
                 "arms counted on their point estimates)")
-    return f"the {best} {second} of those within the {first} margin"
+    undecided = [a.label for a in r.selection if a.label in ties and a.tie == "undecided"]
+    note = " (undecided arms counted on their point estimates)" if undecided else ""
+    return f"the {best} {second} of those within the {first} margin{note}"
 
 
 def _slo_text(r, c) -> str:
