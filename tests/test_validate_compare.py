@@ -176,3 +176,22 @@ def test_decode_errors_are_n_a_where_the_server_sent_every_token_at_once():
     cells = [c.text for c in decode_table(r).rows[0]]
     assert cells[4] == "+450.0%"  # against the mean of the runs, 1.0 ms
     assert cells[7] == "n/a, +50.0%"
+
+
+def test_the_decode_step_per_run_leaves_out_requests_whose_tokens_came_all_at_once():
+    """As the step check does: a request streamed in one event (a step of 0, or a sliver of the others') says
+    nothing of the decode step; many of them (a 1 ms clock) would pull the median toward 0."""
+    rs = [rec("batch", i * 1000.0, i * 1000.0 + 10 + 10 * (5.0 if i < 5 else 6.25), 10.0, out=11) for i in range(10)]
+    at_once = [rec("batch", 500.0 + i * 1000.0, 500.0 + i * 1000.0 + 10 + (0.0 if i % 2 else 0.01), 10.0, out=11)
+               for i in range(8)]
+    assert decode_ms_per_token(rs, "batch") == pytest.approx((5.0 + 6.25) / 2)
+    assert decode_ms_per_token(rs + at_once, "batch") == pytest.approx((5.0 + 6.25) / 2)
+    assert math.isnan(decode_ms_per_token(at_once[1::2], "batch"))  # nothing observed: no step to report
+
+
+def test_a_run_with_no_decode_observed_reads_n_a_and_the_error_is_over_the_others():
+    r = SimpleNamespace(decode=[DecodeCheck("static", "article-js", "batch", 5.5, [math.nan, 2.0], [1.7, 2.0],
+                                            [math.nan, 2.0], [4.5, 3.0])])
+    cells = [c.text for c in decode_table(r).rows[0]]
+    assert cells[3] == "n/a, 2.0"
+    assert cells[4] == "+175.0%"  # against the one run that observed a decode

@@ -13,10 +13,12 @@ UNSTREAMED = 0.05  # a decode step under this share of the median was not stream
 
 def decode_ms_per_token(records: list[dict], kind: str) -> float:
     """Median over completed requests of (end - first token) / (output tokens - 1): the decode step each one saw.
-    Separates the engine's step time (the step model) from queueing and prefill (the scheduler, the TTFT model)."""
-    v = [(r["end_ms"] - r["arrival_ms"] - r["ttft_ms"]) / (r["output_tokens"] - 1) for r in records
-         if r["kind"] == kind and r["outcome"] == "ok" and r["ttft_ms"] is not None and r["output_tokens"] > 4]
-    return float(np.median(v)) if v else math.nan
+    Separates the engine's step time (the step model) from queueing and prefill (the scheduler, the TTFT model).
+    Requests whose decode was not observed (`streamed`: every token at once) are left out; NaN when none is left."""
+    v = np.array([(r["end_ms"] - r["arrival_ms"] - r["ttft_ms"]) / (r["output_tokens"] - 1) for r in records
+                  if r["kind"] == kind and r["outcome"] == "ok" and r["ttft_ms"] is not None and r["output_tokens"] > 4])
+    v = v[_observed(v)] if len(v) else v
+    return float(np.median(v)) if len(v) else math.nan
 
 
 def load_during_decode(records: list[dict], kind: str, max_num_seqs: int) -> np.ndarray:
@@ -52,7 +54,11 @@ def streamed(rows: np.ndarray) -> np.ndarray:
     outweigh every other request, or divide by zero."""
     if not len(rows):
         return np.ones(0, bool)
-    step = rows[:, 2]
+    return _observed(rows[:, 2])
+
+
+def _observed(step: np.ndarray) -> np.ndarray:
+    """Measured decode steps above 0 and at least UNSTREAMED of their median (see `streamed`)."""
     return (step > 0) & (step >= UNSTREAMED * np.median(step))
 
 

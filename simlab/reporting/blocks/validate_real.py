@@ -143,9 +143,10 @@ DECODE_TEXT = ("Median over requests of (end - first token) / (output tokens - 1
 def decode_table(r: ValidateRealRecord) -> Table:
     rows = []
     for d in r.decode:
-        mean = sum(d.measured_ms) / len(d.measured_ms)
+        seen = [x for x in d.measured_ms if math.isfinite(x)]  # NaN: a run in which no decode was observed
+        mean = sum(seen) / len(seen) if seen else math.nan
         rows.append([Cell(label(d.policy, d.driver)), Cell(d.kind), Cell(f"{d.simulated_ms:.1f}"),
-                     Cell(", ".join(f"{x:.1f}" for x in d.measured_ms)),
+                     Cell(", ".join(f"{x:.1f}" if math.isfinite(x) else "n/a" for x in d.measured_ms)),
                      Cell(_error(d.simulated_ms, mean)), Cell(", ".join(f"{n:.1f}" for n in d.in_flight)),
                      Cell(", ".join(f"{m:.1f}" for m in d.at_load_model_ms)),
                      Cell(", ".join(_error(m, x) for x, m in zip(d.at_load_measured_ms, d.at_load_model_ms)))])
