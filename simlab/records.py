@@ -989,7 +989,7 @@ class DecideRecord:
     no_choice: str  # "" | "no-feasible"
     limit_ms: float | None  # "slo" rule: the P95 limit judged
     limit_kind: str  # "slo" | "bound" | ""
-    settled: bool  # stable: settled by the rule, or the same tie set two racing rounds in a row
+    settled: bool  # stable: settled by the rule, or the same tie set and choice two racing rounds in a row
     settled_by: str  # "decided" (no undecided arm could move the choice) | "unchanged" | "" (not settled)
     unsettling: list[str]  # arms whose undecided standing could move the choice
     seeds_needed: float | None  # selection seeds per condition that would settle it (inf: never, at these effects)

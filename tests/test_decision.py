@@ -3,6 +3,7 @@ settledness; the static frontier and the export shape."""
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -193,6 +194,32 @@ def test_racing_stops_measuring_only_arms_out_of_the_tie_set():
     frozen = {}
     stop_the_out(Outcome("static-5", "static-5", "static-5", "static-5", standings, False), frozen, 0, keep=())
     assert sorted(frozen) == ["static-1", "static-4"]
+
+
+def test_racing_calls_an_answer_unchanged_only_when_the_choice_held_too_and_the_budget_cannot_settle_it():
+    """Two rounds with the same tie set end racing only if the choice is the same too, and only if the seeds left
+    in the budget are not expected to decide the arms that keep it open (an unseen quota scenario stopped at 4 of
+    10 seeds, the choice moved between its rounds, with 8 seeds per condition expected to decide it)."""
+    from simlab.decision.racing import unchanged
+    from simlab.decision.rule import Outcome, Standing
+    from simlab.records import Round
+
+    def outcome(choice, units_needed, unsettling=("static-4",)):
+        standings = {"static-3": Standing("yes", "leader", "leader"), "static-4": Standing("yes", "undecided", "")}
+        return Outcome(choice, choice, "static-3", "static-3", standings, False, list(unsettling), units_needed)
+
+    before = [Round(2, 2, 8, "static-3", ["static-3", "static-4"], False)]
+    conditions, budget = 4, 10
+    far = 4 * 50.0  # 50 seeds per condition: beyond the budget
+    assert unchanged(before, outcome("static-3", far), False, 4, budget, conditions)
+    assert not unchanged(before, outcome("static-4", far), False, 4, budget, conditions)  # the choice moved
+    assert not unchanged(before, outcome("static-3", far), True, 4, budget, conditions)  # a cap joined
+    assert not unchanged([], outcome("static-3", far), False, 4, budget, conditions)  # one round only
+    near = 4 * 8.0  # 8 seeds per condition: within the budget, so racing spends it
+    assert not unchanged(before, outcome("static-3", near), False, 4, budget, conditions)
+    assert unchanged(before, outcome("static-3", near), False, budget, budget, conditions)  # budget spent
+    assert unchanged(before, outcome("static-3", near, unsettling=()), False, 4, budget, conditions)
+    assert unchanged(before, outcome("static-3", math.inf), False, 4, budget, conditions)  # never, at these effects
 
 
 def test_arms_stopped_out_of_the_tie_set_still_count_in_the_equivalence_family():

@@ -10,8 +10,10 @@ the undecided arms turn out to be), or when the budget is spent: then the answer
 says which arms keep it so and how many seeds would decide them. The baselines (not deployable) run in round 0
 only, for the record; the reference arm and the bounds the rule reads run in every round.
 
-Racing also stops when the tie set is the same after two rounds in a row (it has stopped changing) even though
-some arms are still undecided; the record says which criterion ended it.
+Racing also stops when the tie set and the choice are the same after two rounds in a row (the answer has stopped
+changing) even though some arms are still undecided, unless the budget's remaining seeds are expected to decide
+those arms (at the effects measured): an answer the budget can still settle is not called stable before it is
+spent. The record says which criterion ended it.
 
 A long static frontier is refined rather than swept (`coarse_caps`): round 0 measures every cap up to 4 and a
 geometric grid above (ratio 1.4, the top and the reference cap always in); after each judgement, the cap halfway
@@ -65,7 +67,7 @@ class Race:
     frozen: dict[str, Frozen]
     rounds: list[Round]
     bound_p95: list[float] | None
-    stable: bool  # settled by the rule, or the same tie set two rounds in a row
+    stable: bool  # settled by the rule, or `unchanged`
     settled_by: str  # "decided" | "unchanged" | "" (the budget ran out first)
     judged: int  # the selection units the answer was judged on (the first ones of the plan's; all, when racing)
 
@@ -145,11 +147,30 @@ def refine(statics: list[ArmSpec], waiting: set[str], outcome: Outcome, frozen: 
     return out
 
 
+def within_reach(outcome: Outcome, n: int, budget: int, conditions: int) -> bool:
+    """The seeds left in the budget are expected to decide the arms that keep the answer open (the rule's units
+    needed, at the effects measured, are at most the budget's)."""
+    if n >= budget or not outcome.unsettling:
+        return False
+    need = outcome.units_needed / max(1, conditions)
+    return math.isfinite(need) and need <= budget
+
+
+def unchanged(rounds: list[Round], outcome: Outcome, refined: bool, n: int, budget: int, conditions: int) -> bool:
+    """The answer stopped changing: the same tie set and the same choice as the round before (no cap joined in
+    between), and the budget's remaining seeds are not expected to decide it."""
+    if not rounds or refined:
+        return False
+    last = rounds[-1]
+    return (last.tie_set == outcome.tie_set and last.choice == outcome.choice
+            and not within_reach(outcome, n, budget, conditions))
+
+
 def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, reference: str | None, defaults: dict,
          slo_ms: float, first_seed: int, budget: int, exhaustive: bool = False) -> Race:
     """Race `specs` on `plan`'s conditions, selection seeds from `first_seed`, at most `budget` per condition.
-    Stable: the rule says settled (no undecided arm could move the choice), or the tie set is the same after two
-    rounds in a row (the choice within it may still change with the tie-break). `exhaustive`: every arm on every
+    Stable: the rule says settled (no undecided arm could move the choice), or the answer is `unchanged` over two
+    rounds and the budget is not expected to settle it. `exhaustive`: every arm on every
     unit first, then the same rounds judged on the units of their seeds, stopping where racing would: the two
     answers differ only by what racing did not measure."""
     steps = schedule(first_seeds(rule, len(plan.conditions), budget), budget)
@@ -188,8 +209,7 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
             live += joining
             refined = True
             plan.run(joining)  # on every unit so far: compared on the same units as the others
-        unchanged = bool(rounds) and not refined and rounds[-1].tie_set == outcome.tie_set
-        stable = outcome.settled or unchanged
+        stable = outcome.settled or unchanged(rounds, outcome, refined, n, budget, len(plan.conditions))
         rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
                             outcome.tie_set, stable))
         done = n
