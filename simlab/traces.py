@@ -11,6 +11,7 @@ from simlab.errors import DATA_MAX_BYTES, InputError, did_you_mean, read_text
 from simlab.policies.base import KINDS, Task
 
 REQUIRED_COLUMNS = ("id", "kind", "arrival_ms", "service_ms")
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")  # the Azure LLM inference trace's header
 
 
 def parse_ms(text: str, source, where: str, column: str, *, allow_empty: bool = False) -> float | None:
@@ -45,6 +46,9 @@ def read_trace(path: str | Path, required=REQUIRED_COLUMNS) -> tuple[list[Task],
         missing = [c for c in required if c not in header]
         if missing:
             hints = "".join(did_you_mean(m, header) for m in missing)
+            if all(c in header for c in AZURE_COLUMNS):
+                hints += ("; these are the Azure LLM trace's columns: a scenario's trace arrivals read them with "
+                          'format = "azure", and `simlab fit FILE` makes a scenario from them')
             raise InputError(
                 path,
                 "header",

@@ -188,6 +188,7 @@ MALFORMED_TRACES = {
     "trace-latin1.csv": ["line 3", "UTF-8"],
     "trace-empty-id.csv": ["line 2", "id is empty"],
     "trace-unterminated-quote.csv": ["line 3", "fields"],
+    "trace-azure-header.csv": ["header", "missing column", 'format = "azure"', "simlab fit"],
 }
 MALFORMED_OPTIONS = {
     "options-not-json.json": ["line 4 column 1", "not valid JSON"],
