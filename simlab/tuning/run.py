@@ -49,9 +49,8 @@ class Refused(InputError):
 
 
 def quiet_optuna() -> None:
-    """Optuna's per-trial log lines and its experimental / deprecation warnings stay out of simlab's output.
-    Optuna 5 deprecates `constraints_func` for Trial.set_constraint, which needs the live Trial object; here
-    results are stored by worker processes through the storage, so the sampler-side function stays."""
+    """Optuna's per-trial log lines and its experimental / deprecation warnings stay out of simlab's output (the
+    sampler's own `constraints_func` warning is silenced where it is built, simlab/tuning/study.py)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

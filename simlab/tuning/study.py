@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import warnings
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,11 +81,15 @@ def constraint_of(trial) -> list[float]:
 
 
 def make_sampler(sampler_seed: int, slot: int) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.TPESampler(
-        seed=(sampler_seed * 1_000_003 + slot) % 2**32,
-        constraints_func=constraint_of,
-        n_startup_trials=STARTUP_TRIALS,
-    )
+    # Optuna 5 deprecates `constraints_func` for Trial.set_constraint, which needs the live Trial; worker processes
+    # store results through the storage, so the sampler-side function stays, and its warning is not the caller's.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`constraints_func` has been deprecated", category=FutureWarning)
+        return optuna.samplers.TPESampler(
+            seed=(sampler_seed * 1_000_003 + slot) % 2**32,
+            constraints_func=constraint_of,
+            n_startup_trials=STARTUP_TRIALS,
+        )
 
 
 _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
