@@ -15,6 +15,11 @@ LOG_SCALE = {"interactiveRpsThreshold", "interactiveP95LatencyMs", "windowMs", "
 INTEGER = {"batchMaxConcurrency", "batchMinConcurrency"}
 
 
+def searched(lo: float, hi: float) -> tuple[float, float]:
+    """The range a search proposes from: one inverted by an extreme SLO (or a cap below) collapses to its low end."""
+    return lo, max(lo, hi)
+
+
 @dataclass(frozen=True)
 class Space:
     bounds: dict[str, tuple[float, float]]  # in suggestion order; a dependent key's high is capped (`below`)
@@ -32,10 +37,11 @@ class Space:
             if name in caps:
                 bound, gap = caps[name]
                 hi = min(hi, rounded(bound, params[bound], self.integer) - gap)
+            lo, hi = searched(lo, hi)
             if name in self.integer:
-                params[name] = trial.suggest_int(name, int(lo), int(max(lo, hi)), log=name in self.log)
+                params[name] = trial.suggest_int(name, int(lo), int(hi), log=name in self.log)
             else:
-                params[name] = trial.suggest_float(name, lo, max(lo, hi), log=name in self.log)
+                params[name] = trial.suggest_float(name, lo, hi, log=name in self.log)
         for name, values in self.choices.items():
             params[name] = trial.suggest_categorical(name, list(values))
         return params
@@ -44,7 +50,7 @@ class Space:
         """(key, value, low, high) for every value of `params` outside its searched range: a production default
         the search never proposes, measured as set in the defaults' trial. The range is what `suggest` searches: a
         default range that an extreme SLO inverts collapses to its low end."""
-        ranges = {key: (lo, max(lo, hi)) for key, (lo, hi) in self.bounds.items()}
+        ranges = {key: searched(lo, hi) for key, (lo, hi) in self.bounds.items()}
         return [(key, params[key], lo, hi) for key, (lo, hi) in ranges.items()
                 if key in params and not lo <= params[key] <= hi]
 
