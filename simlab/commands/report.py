@@ -23,15 +23,15 @@ Markdown links the figures where their commands wrote them. Same inputs, same by
 def register(sub) -> None:
     p = sub.add_parser(
         "report",
-        help="one self-contained HTML page (+ Markdown) for a design review, from ab/tune/calibrate/fit outputs",
-        description=fill("Gather the outputs of simlab ab, tune, calibrate, fit and calibrate-gpu into one page for a "
-                         "design review projected on a screen: large type, high-contrast tables, pass/fail in "
+        help="one self-contained HTML page (+ Markdown) for a design review, from decide/ab/tune/calibrate/fit outputs",
+        description=fill("Gather the outputs of simlab decide, ab, tune, calibrate, fit and calibrate-gpu into one "
+                         "page for a design review projected on a screen: large type, high-contrast tables, pass/fail in "
                          "colour, figures at full width and embedded in the file."),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dirs", nargs="+", metavar="DIR",
-                   help="output folders of simlab ab, tune, calibrate, fit or calibrate-gpu")
+                   help="output folders of simlab decide, ab, tune, calibrate, fit or calibrate-gpu")
     p.add_argument("--out", help="FILE.html, FILE.md or a folder (default: beside the first DIR)")
     p.add_argument("--title", help="the page's title (default: 'Design review: ' and the scenario names)")
     p.set_defaults(func=main)
