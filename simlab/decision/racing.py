@@ -152,8 +152,7 @@ def within_reach(outcome: Outcome, n: int, budget: int, conditions: int) -> bool
     needed, at the effects measured, are at most the budget's)."""
     if n >= budget or not outcome.unsettling:
         return False
-    need = outcome.units_needed / max(1, conditions)
-    return math.isfinite(need) and need <= budget
+    return outcome.seeds_needed(conditions) <= budget
 
 
 def unchanged(rounds: list[Round], outcome: Outcome, refined: bool, n: int, budget: int, conditions: int) -> bool:

@@ -91,6 +91,10 @@ class Outcome:
     def tie_set(self) -> list[str]:
         return [k for k, s in self.standings.items() if s.tie in IN]
 
+    def seeds_needed(self, conditions: int) -> float:
+        """`units_needed` as selection seeds per held-out condition (inf: never, at the effects measured)."""
+        return self.units_needed / max(1, conditions) if math.isfinite(self.units_needed) else math.inf
+
 
 @dataclass
 class Frozen:

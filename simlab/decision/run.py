@@ -108,7 +108,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         choice=outcome.choice, pick=outcome.pick, leader=outcome.leader, second_leader=outcome.second_leader,
         no_choice=outcome.no_choice, limit_ms=outcome.limit_ms, limit_kind=outcome.limit_kind,
         settled=raced.stable, settled_by=raced.settled_by, unsettling=list(outcome.unsettling),
-        seeds_needed=_seeds(outcome.units_needed, len(held)) if outcome.unsettling else None,
+        seeds_needed=outcome.seeds_needed(len(held)) if outcome.unsettling else None,
         seeds_budget=budget, rounds=raced.rounds, best_static=best_static, best_adaptive=best_adaptive,
         bound_p95=_interval(bound_values) if bound_values is not None else None,
         confirmed=confirmed, constraint_missed=missed, slo_met=slo_met, per_condition=checks, exported=exported,
@@ -284,10 +284,6 @@ def _uniform_contradiction(checks: list[ConditionCheck]) -> list[str]:
 
 def _interval(values) -> Interval:
     return Interval.of(mean_ci(np.asarray(values, dtype=float)))
-
-
-def _seeds(units: float, conditions: int) -> float:
-    return units / max(1, conditions) if math.isfinite(units) else math.inf
 
 
 def arm_results(arms: list[Arm], outcome, rule, reference: Arm | None, frozen: dict,

@@ -614,13 +614,13 @@ def decide_sentences(r) -> list[str]:
                   else "."))
     if r.settled_by == "unchanged" and len(r.rounds) >= 2:
         a, b = r.rounds[-2].seeds, r.rounds[-1].seeds
-        beyond = (r.seeds_needed is not None and r.seeds_budget is not None and r.seeds_needed > r.seeds_budget
-                  and b < r.seeds_budget)
-        out.append(f"The tie set and the choice did not change from {a} to {b} selection seeds per held-out "
-                   "condition"
-                   + (f"; {arms_text(r, r.unsettling)} could still move it, and {seeds_text(r.seeds_needed)} "
-                      "seeds per condition would decide" if r.unsettling else "")
-                   + (f", more than the budget's {r.seeds_budget}" if beyond else "") + ".")
+        text = f"The tie set and the choice did not change from {a} to {b} selection seeds per held-out condition"
+        if r.unsettling:
+            text += (f"; {arms_text(r, r.unsettling)} could still move it, and {seeds_text(r.seeds_needed)} seeds "
+                     "per condition would decide")
+            if r.seeds_needed is not None and r.seeds_needed > r.seeds_budget > b:  # racing stopped before the budget
+                text += f", more than the budget's {r.seeds_budget}"
+        out.append(text + ".")
     if not r.settled:
         if r.command == "ab":
             out.append("`simlab decide` races the contenders on more seeds and held-out traffic, and confirms on "
