@@ -906,6 +906,8 @@ class ArmResult:
     dominates: bool = False  # dominates the choice on these units (Holm over every arm compared with it)
     dominates_p: float | None = None  # Holm-adjusted p-value of that claim (its better route)
     deadline_share: Interval | None = None  # batch jobs done by their deadline (None: no batch deadline)
+    constraint: str = ""  # `feasible`'s parts: the rule's own constraint alone (P95 limit or required throughput)
+    on_time: str = ""  # ... and [decision] batch_deadline_share alone ("" when the rule asks for none)
 
 
 @dataclass

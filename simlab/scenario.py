@@ -404,7 +404,7 @@ class Decision(Strict):
 
     rule "constrained": minimise interactive P95 subject to batch throughput >= throughput_fraction x the
     reference arm's (shown by a one-sided test); "slo": meet the SLO (shown, or within bound_tolerance of the
-    batch-absent bound when nothing can) and maximise batch throughput. Arms within the margins of the best
+    batch-absent bound when nothing can and it is above the SLO) and maximise batch throughput. Arms within the margins of the best
     (fractions of its value) tie; ties go to higher throughput (lower P95 under "slo"), then to the simpler arm.
     Every claim is Holm-corrected at the family-wise level 1 - level. `decide` tunes with `trials` trials, then
     races: it adds selection seeds

@@ -154,6 +154,57 @@ def test_slo_rule_maximises_throughput_among_arms_meeting_the_slo():
     assert out.choice == "static-2"
 
 
+def test_the_slo_rule_judges_the_batch_absent_bound_only_when_it_is_above_the_slo_and_p95_rules_everything_out():
+    """The bound stands in for an SLO the batch-absent traffic itself exceeds. A bound under the SLO would only
+    tighten it, and arms kept out by the deadline share alone say nothing about whether the SLO can be met."""
+    fast, slow = arm("static-2", 80.0, 300.0), arm("static-7", 400.0, 600.0)
+    fast.deadline_share, slow.deadline_share = np.full(12, 0.1) + 0.01 * NOISE, np.full(12, 0.9) + 0.01 * NOISE
+    rule = Decision(rule="slo", batch_deadline_share=0.5)
+    out = judge([fast, slow], rule, None, DEFAULTS, [70.0] * 12, 200)
+    assert out.choice is None and out.no_choice == "no-feasible"
+    assert (out.limit_kind, out.limit_ms) == ("slo", 200)  # was the bound's 73.5 ms: tighter than the SLO
+    got = {k: (s.feasible, s.constraint, s.on_time) for k, s in out.standings.items()}
+    assert got == {"static-2": ("no", "yes", "no"), "static-7": ("no", "no", "yes")}
+    # nothing meets a 60 ms SLO on P95, and the bound (30 ms) would be tighter still: the SLO is what is judged
+    out = judge([fast, slow], Decision(rule="slo"), None, DEFAULTS, [30.0] * 12, 60)
+    assert (out.choice, out.limit_kind, out.limit_ms) == (None, "slo", 60)
+    assert out.standings["static-2"].on_time == ""  # no share asked for
+    # a bound above the SLO is judged when P95 rules every arm out at the SLO
+    out = judge([fast, slow], Decision(rule="slo", bound_tolerance=0.3), None, DEFAULTS, [70.0] * 12, 50)
+    assert (out.choice, out.limit_kind) == ("static-2", "bound")
+
+
+def test_no_recommendation_names_the_deadline_trade_when_the_share_alone_keeps_arms_out():
+    from dataclasses import replace
+
+    from simlab.decision.run import arm_results
+    from simlab.reporting.blocks.decide import arms_table
+    from simlab.reporting.words import decide_headline
+    from tests.test_render_agreement import decide_record
+
+    rng = np.random.default_rng(3)
+    caps = []
+    for c in (1, 2, 4, 8):  # P95 rises with the cap, so does the share of batch jobs on time
+        a = arm(f"static-{c}", 60.0 + 40 * c, 100.0 * c, cap=c, opts={"batchMaxConcurrency": c})
+        a.deadline_share = np.clip(0.1 * c + rng.normal(0, 0.01, 12), 0, 1)
+        caps.append(a)
+    rule = Decision(rule="slo", batch_deadline_share=0.5)
+    out = judge(caps, rule, None, DEFAULTS, [50.0] * 12, 200)
+    assert out.choice is None and out.limit_kind == "slo"
+    rec = replace(decide_record(), rule="slo", choice=None, pick=None, leader=None, second_leader=None,
+                  no_choice=out.no_choice, limit_ms=out.limit_ms, limit_kind=out.limit_kind, batch_deadline_share=0.5,
+                  selection=arm_results(caps, out, rule, None, {}), confirmation=[], exported=False, exit_code=3)
+    assert decide_headline(rec) == (
+        "No recommendation: no deployable arm is shown both to keep interactive P95 under 200 ms and to finish at "
+        "least 50% of batch jobs by their deadline on the selection units: the arms not shown to miss it finish at "
+        "most 20% on time (static cap 2); of those shown to reach the share, static cap 8 has the lowest P95, 380 ms.")
+    table = arms_table(rec)
+    assert "batch on time" in table.header
+    standing = {row[0].text: row[-2].sub for row in table.rows}
+    assert standing == {"static-1": "deadline share", "static-2": "deadline share", "static-4": "both constraints",
+                        "static-8": "P95 limit"}
+
+
 def test_ties_do_not_chain_beyond_the_margin():
     best = arm("adaptive", 1000.0, 160.0, family="adaptive", opts=DEFAULTS)
     near = arm("static-9", 1000.0, 170.0)  # ties with the best on P95, more throughput: dominates it

@@ -16,7 +16,7 @@ Rule "constrained" (the default), on the scenario's [decision] table:
    axis, no worse by a margin on the other): the choice moves to the dominator with the highest throughput (then
    lowest P95) until none is left.
 Rule "slo": the same with the axes swapped: feasible when P95 is shown under the SLO (or, when no arm can be,
-under the batch-absent bound x (1 + bound_tolerance)), within the P95 margin; the leader has the highest
+under the batch-absent bound x (1 + bound_tolerance) where that is above the SLO), within the P95 margin; the leader has the highest
 throughput; P95 decides the ties within the tie set.
 
 An undecided arm counts in a tie set when its point estimate is within the margin (the best guess the units
@@ -69,6 +69,10 @@ class Standing:
     feasible: str = ""  # FEASIBILITY
     tie: str = ""  # STANDINGS, on the primary axis (P95 under "constrained")
     second: str = ""  # STANDINGS, on the secondary axis, within the tie set
+    # the two parts of `feasible` (FEASIBILITY): the rule's own constraint, and the batch deadline share ("" when
+    # the rule asks for none); what an answer with no feasible arm names as the trade
+    constraint: str = ""
+    on_time: str = ""
 
 
 @dataclass
@@ -118,24 +122,36 @@ def constraint_gap(a: Arm, rule, reference: Arm | None, limit: float | None):
 
 
 def feasibility(arms: list[Arm], rule, reference: Arm | None, bound_p95, slo_ms: float | None,
-                alpha: float) -> tuple[dict[str, str], float | None, str]:
-    """Feasibility of each deployable arm (yes / no / undecided), and for the "slo" rule the limit judged."""
-    def judged(limit) -> dict[str, str]:
+                alpha: float) -> tuple[dict[str, tuple[str, str, str]], float | None, str]:
+    """Feasibility of each deployable arm as (both, the rule's constraint, the deadline share), each yes / no /
+    undecided (the share "" when the rule asks for none), and for the "slo" rule the limit judged. The "slo" rule
+    judges against the batch-absent bound x (1 + bound_tolerance) only when no arm can meet the SLO on P95 and that
+    limit is above the SLO: a limit the batch-absent traffic itself exceeds. An arm kept out by the deadline share
+    alone, or a bound below the SLO, leaves the SLO as it is."""
+    shares = {a.label: on_time(a, rule, alpha) for a in arms}
+
+    def judged(limit) -> dict[str, tuple[str, str, str]]:
         out = {}
         for a in arms:
             gap = constraint_gap(a, rule, reference, limit)
-            out[a.label] = _both("yes" if gap is None else _three(p_above(gap), p_below(gap), alpha),
-                                 on_time(a, rule, alpha))
+            part = "yes" if gap is None else _three(p_above(gap), p_below(gap), alpha)
+            out[a.label] = (_both(part, shares[a.label]), part, shares[a.label] if _asks_share(rule) else "")
         return out
 
     if rule.rule == "constrained":
         return judged(None), None, ""
     out, limit, kind = judged(slo_ms), slo_ms, "slo"
     bound = mean(bound_p95) if bound_p95 is not None else math.nan
-    if not any(v in ("yes", "undecided") for v in out.values()) and math.isfinite(bound):
-        limit, kind = bound * (1 + rule.bound_tolerance), "bound"
+    relaxed = bound * (1 + rule.bound_tolerance)
+    if (not any(part in ("yes", "undecided") for _, part, _ in out.values()) and math.isfinite(bound)
+            and (slo_ms is None or relaxed > slo_ms)):
+        limit, kind = relaxed, "bound"
         out = judged(limit)
     return out, limit, kind
+
+
+def _asks_share(rule) -> bool:
+    return getattr(rule, "batch_deadline_share", None) is not None
 
 
 def on_time(a: Arm, rule, alpha: float) -> str:
@@ -246,7 +262,8 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
     p95, thr = axes(rule)
     primary, secondary = (p95, thr) if rule.rule == "constrained" else (thr, p95)
     live = [a for a in arms if a.deployable and a.label not in frozen]
-    feasible, limit, kind = feasibility(live, rule, reference, bound_p95, slo_ms, alpha)
+    parts, limit, kind = feasibility(live, rule, reference, bound_p95, slo_ms, alpha)
+    feasible = {k: v[0] for k, v in parts.items()}
     yes = [a for a in live if feasible[a.label] == "yes"]
     maybe = [a for a in live if feasible[a.label] == "undecided"]
     # an undecided arm counts in a tie set on its point estimate; the answer is settled when that guess does not
@@ -261,7 +278,8 @@ def judge(arms: list[Arm], rule, reference: Arm | None, defaults: dict, bound_p9
         if a.label in frozen:
             standings[a.label] = frozen[a.label].standing
         elif a in live:
-            standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""))
+            standings[a.label] = Standing(feasible[a.label], base.tie.get(a.label, ""), base.second.get(a.label, ""),
+                                          *parts[a.label][1:])
     if base.choice is None:
         unsettling = [a.label for a in maybe]
         return Outcome(None, None, None, None, standings, not unsettling, unsettling,

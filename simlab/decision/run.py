@@ -309,5 +309,6 @@ def arm_results(arms: list[Arm], outcome, rule, reference: Arm | None, frozen: d
             required_margin=margin, feasible=st.feasible if st else "", tie=st.tie if st else "",
             second=st.second if st else "", stopped_after=frozen[a.label].round if a.label in frozen else None,
             dominates=dom, dominates_p=p,
-            deadline_share=None if a.deadline_share is None else _interval(a.deadline_share)))
+            deadline_share=None if a.deadline_share is None else _interval(a.deadline_share),
+            constraint=st.constraint if st else "", on_time=st.on_time if st else ""))
     return out

@@ -529,7 +529,12 @@ def decide_headline(r) -> str:
         what = (f"batch throughput at {required_text(r)}" if r.rule == "constrained" else
                 f"interactive P95 under {fmt_num(r.limit_ms)} ms" + (" (the batch-absent bound, since no arm can meet "
                                                                       "the SLO)" if r.limit_kind == "bound" else ""))
-        return f"No recommendation: no deployable arm is shown to keep {what} on the selection units."
+        kept = [a for a in r.selection if a.family != "baseline" and a.constraint in ("yes", "undecided")]
+        if r.batch_deadline_share is None or not kept:
+            return f"No recommendation: no deployable arm is shown to keep {what} on the selection units."
+        return (f"No recommendation: no deployable arm is shown both to keep {what} and to finish at least "
+                f"{pct(r.batch_deadline_share)} of batch jobs by their deadline on the selection units: "
+                f"{deadline_trade_text(r, kept)}.")
     c = r.arm(r.choice)
     if not r.settled:
         if r.command == "ab":
@@ -547,6 +552,37 @@ def decide_headline(r) -> str:
     if r.exported:
         return f"Deploy {what} with best-options.json."
     return f"The rule picks {what}, but it is not exported."
+
+
+def deadline_trade_text(r, kept) -> str:
+    """Why no arm is feasible when some keep the rule's constraint: the best share on time among them, and what the
+    arms shown to reach the share give up on the constraint's axis."""
+    best = max(kept, key=_share_mean)
+    text = (f"the arms not shown to miss it finish at most {_share(best)} on time ({arm_name(r, best.label)})"
+            if len(kept) > 1 else f"{arm_name(r, best.label)}, the one arm not shown to miss it, finishes "
+                                  f"{_share(best)} on time")
+    reach = [a for a in r.selection if a.family != "baseline" and a.on_time == "yes"]
+    if r.rule == "constrained":
+        if reach:
+            top = max(reach, key=lambda a: a.throughput.mean)
+            return text + (f"; of those shown to reach the share, {arm_name(r, top.label)} has the most batch throughput, "
+                           f"{fmt_num(top.throughput.mean)} jobs/min")
+    elif reach:
+        low = min(reach, key=lambda a: a.p95.mean)
+        return text + (f"; of those shown to reach the share, {arm_name(r, low.label)} has the lowest P95, "
+                       f"{fmt_num(low.p95.mean)} ms")
+    deployable = [a for a in r.selection if a.family != "baseline" and a.deadline_share is not None]
+    most = max(deployable, key=_share_mean) if deployable else None
+    return text + ("; no arm is shown to reach the share" +
+                   (f" (the most: {arm_name(r, most.label)}, {_share(most)})" if most is not None else ""))
+
+
+def _share_mean(a) -> float:
+    return a.deadline_share.mean if a.deadline_share is not None else -math.inf
+
+
+def _share(a) -> str:
+    return "–" if a.deadline_share is None else f"{100 * a.deadline_share.mean:.0f}%"
 
 
 GATE_RUNTIME = "simlab's own options file, for simlab.runtime.Scheduler: not the article's production scheduler"
@@ -716,7 +752,7 @@ def method_text(r) -> str:
             f"{r.throughput_fraction:g} x {r.reference}; throughput decides the ties"
             if r.rule == "constrained" else
             "highest batch throughput among the arms shown to meet the SLO (or the batch-absent bound x "
-            f"{1 + r.bound_tolerance:g} when none can); P95 decides the ties")
+            f"{1 + r.bound_tolerance:g} when none can and that is above the SLO); P95 decides the ties")
     if r.batch_deadline_share is not None:
         rule += (f"; feasible only when the share of batch jobs done by their deadline is shown at least "
                  f"{pct(r.batch_deadline_share)}")

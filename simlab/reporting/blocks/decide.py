@@ -14,6 +14,9 @@ from simlab.reporting.document import (BAD, FAIL, GOOD, PASS, Callout, Cell, Cod
                                        Paragraph, Table)
 
 STANDING_WORDS = {"leader": "best", "equivalent": "within margin", "undecided": "undecided", "out": "out"}
+# which part of feasibility an infeasible arm missed, where the rule asks for a batch deadline share too
+MISSED = {("no", "no"): "both constraints", ("yes", "no"): "deadline share", ("undecided", "no"): "deadline share",
+          ("no", "yes"): "{limit}", ("no", "undecided"): "{limit}"}
 
 
 def ci_cell(i, sign: bool = False) -> Cell:
@@ -32,11 +35,12 @@ def diff_cell(i, lower_is_better: bool) -> Cell:
     return cell
 
 
-def standing_cell(a) -> Cell:
+def standing_cell(a, r=None) -> Cell:
     if a.family == "baseline":
         return Cell("–", "not deployable")
     if a.feasible == "no":
-        return Cell("infeasible", status=FAIL)
+        limit = "required throughput" if r is not None and r.rule == "constrained" else "P95 limit"
+        return Cell("infeasible", MISSED.get((a.constraint, a.on_time), "").format(limit=limit), status=FAIL)
     if a.feasible == "undecided":
         return Cell("feasibility undecided")
     tie = STANDING_WORDS.get(a.tie, a.tie)
@@ -46,20 +50,31 @@ def standing_cell(a) -> Cell:
 
 def arms_table(r, confirmation: bool = False) -> Table:
     arms = r.confirmation if confirmation else r.selection
-    header = ["arm", "units", "P95 ms", "batch jobs/min", "P95 vs choice", "batch/min vs choice"]
+    on_time = r.batch_deadline_share is not None  # the rule judges it: each arm's share, beside its throughput
+    header = ["arm", "units", "P95 ms", "batch jobs/min"] + (["batch on time"] if on_time else [])
+    header += ["P95 vs choice", "batch/min vs choice"]
     header += ["dominates the choice"] if confirmation else ["standing", "stopped after round"]
     rows = []
     for a in sorted(arms, key=_order):
         name = Cell(f"**{a.label}**" if a.label == r.choice else a.label)
-        row = [name, Cell(str(a.units)), ci_cell(a.p95), ci_cell(a.throughput),
-               diff_cell(a.p95_vs_choice, True), diff_cell(a.throughput_vs_choice, False)]
+        row = [name, Cell(str(a.units)), ci_cell(a.p95), ci_cell(a.throughput)]
+        row += [share_cell(a.deadline_share)] if on_time else []
+        row += [diff_cell(a.p95_vs_choice, True), diff_cell(a.throughput_vs_choice, False)]
         if confirmation:
             p = "" if a.dominates_p is None else f"Holm p {a.dominates_p:.3g}"
             row.append(Cell("yes", p, FAIL) if a.dominates else Cell("no" if a.label != r.choice else "–", p))
         else:
-            row += [standing_cell(a), Cell("–" if a.stopped_after is None else str(a.stopped_after))]
+            row += [standing_cell(a, r), Cell("–" if a.stopped_after is None else str(a.stopped_after))]
         rows.append(row)
-    return Table(header, rows, align="lrrrrr" + ("c" if confirmation else "cr"), compact=len(rows) > 12)
+    return Table(header, rows, align="lrrr" + ("r" if on_time else "") + "rr" + ("c" if confirmation else "cr"),
+                 compact=len(rows) > 12)
+
+
+def share_cell(i) -> Cell:
+    """A share of batch jobs done by their deadline, as a percentage with its 95% CI."""
+    if i is None or not math.isfinite(i.mean):
+        return Cell("–")
+    return Cell(f"{100 * i.mean:.0f}%", f"[{100 * i.ci_low:.0f}, {100 * i.ci_high:.0f}]")
 
 
 FAMILY_ORDER = ("static", "adaptive", "holdback", "aimd", "gradient2", "engine-priority", "baseline")
@@ -86,7 +101,7 @@ def families_table(r) -> Table | None:
         trials = Cell(f"{t.trials}", f"({t.complete} complete, {t.feasible} feasible)") if t else Cell("–", "not tuned")
         confirmed = [a.label for a in r.confirmation if a.family == family]
         rows.append([Cell(family), trials, Cell(", ".join(a.label for a in mine)),
-                     Cell("chosen", status=PASS) if best.label == r.choice else standing_cell(best),
+                     Cell("chosen", status=PASS) if best.label == r.choice else standing_cell(best, r),
                      Cell(", ".join(confirmed) or "–")])
     return Table(["family", "tuning trials", "arms", "best standing", "confirmed"], rows, align="lrllll")
 
