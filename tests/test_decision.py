@@ -205,6 +205,40 @@ def test_no_recommendation_names_the_deadline_trade_when_the_share_alone_keeps_a
                         "static-8": "P95 limit"}
 
 
+def test_the_answer_scopes_the_best_to_the_arms_shown_feasible():
+    """An arm chosen as the only one under the P95 limit is not "the best throughput": every other arm has more.
+    The answer says which arms the best is taken among, and what the faster-filling arm gives up."""
+    from dataclasses import replace
+
+    from simlab.decision.run import arm_results
+    from simlab.reporting.words import decide_sentences
+    from tests.test_render_agreement import decide_record
+
+    caps = [arm(f"static-{c}", 60.0 + 40 * c, 100.0 * c, cap=c, opts={"batchMaxConcurrency": c}) for c in (1, 4, 8)]
+    rule = Decision(rule="slo")
+    out = judge(caps, rule, None, DEFAULTS, [120.0] * 12, 50)  # no arm under 50 ms; the bound is 126 ms
+    assert (out.choice, out.limit_kind) == ("static-1", "bound")
+    sel = arm_results(caps, out, rule, None, {})
+    rec = replace(decide_record(), rule="slo", slo_p95_ms=50.0, reference=None, choice=out.choice, pick=out.pick,
+                  leader=out.leader, second_leader=out.second_leader, limit_ms=out.limit_ms, limit_kind=out.limit_kind,
+                  selection=sel, confirmation=sel, best_static="static-1", best_adaptive="static-8",
+                  settled=out.settled, unsettling=[])
+    text = " ".join(decide_sentences(rec))
+    assert ("static cap 1 is the only arm shown to keep interactive P95 under 126 ms (the batch-absent bound x 1.05, "
+            "since no arm can meet the 50 ms SLO). The rule picks static cap 1, the one arm eligible.") in text, text
+    assert "best throughput" not in text
+    assert "it is shown above the 126 ms P95 limit" in text
+    # two arms under the limit: the best of those, said to be of those
+    out = judge(caps, Decision(rule="slo"), None, DEFAULTS, [120.0] * 12, 250)
+    assert out.choice == "static-4" and out.limit_kind == "slo"
+    sel = arm_results(caps, out, rule, None, {})
+    rec = replace(rec, slo_p95_ms=250.0, choice=out.choice, pick=out.pick, leader=out.leader,
+                  second_leader=out.second_leader, limit_ms=out.limit_ms, limit_kind=out.limit_kind, selection=sel,
+                  confirmation=sel, best_static="static-4")
+    assert ("On the selection units, of the arms shown to keep interactive P95 under 250 ms, static cap 4 has the "
+            "best throughput") in " ".join(decide_sentences(rec))
+
+
 def test_ties_do_not_chain_beyond_the_margin():
     best = arm("adaptive", 1000.0, 160.0, family="adaptive", opts=DEFAULTS)
     near = arm("static-9", 1000.0, 170.0)  # ties with the best on P95, more throughput: dominates it

@@ -497,6 +497,15 @@ def _slo_text(r, c) -> str:
         r.slo_met, f"against the {slo}: {'under' if c.p95.mean <= r.slo_p95_ms else 'above'} on the mean")
 
 
+def constraint_text(r) -> str:
+    """What the rule's feasibility asks of an arm, as a verb phrase ('keep interactive P95 under 9,050 ms (...)')."""
+    if r.rule == "constrained":
+        return f"deliver the required {required_text(r)}" if r.reference else "meet the rule's constraint"
+    bound = (f" (the batch-absent bound x {1 + r.bound_tolerance:g}, since no arm can meet the "
+             f"{fmt_num(r.slo_p95_ms)} ms SLO)" if r.limit_kind == "bound" else "")
+    return f"keep interactive P95 under {fmt_num(r.limit_ms)} ms{bound}"
+
+
 def trade_text(r, other: str | None) -> str:
     """The choice against another arm in numbers ('adaptive-tuned: P95 -40 [-52, -28] ms but 186 jobs/min, under
     the 0.9 x static-14 required'), on the confirmation units when both ran there; '' without that arm."""
@@ -514,6 +523,8 @@ def trade_text(r, other: str | None) -> str:
         text += (f"; at {fmt_num(a.throughput.mean)} jobs/min it misses the required {required_text(r)}"
                  if a.required_margin is None or a.required_margin.mean < 0 else
                  f"; its throughput is not shown to meet the required {required_text(r)}")
+    elif r.rule == "slo" and a.feasible == "no" and r.limit_ms is not None:
+        text += f"; it is shown above the {fmt_num(r.limit_ms)} ms P95 limit"
     elif a.feasible == "undecided":
         text += "; the units cannot tell whether it meets the constraint"
     return text + (" (fresh units)" if conf else " (selection units)")
@@ -636,16 +647,23 @@ def decide_sentences(r) -> list[str]:
     first = "P95" if r.rule == "constrained" else "throughput"
     shown = [a.label for a in r.selection if a.tie in ("leader", "equivalent")]
     open_ = [a.label for a in r.selection if a.tie == "undecided"]
+    # the leader is the best of the arms shown feasible only: say so wherever another arm was not shown feasible
+    eligible = [a.label for a in r.selection if a.feasible == "yes"]
+    scoped = any(a.family != "baseline" and a.feasible != "yes" for a in r.selection)
+    among = f"of the arms shown to {constraint_text(r)}, " if scoped else ""
     if len(shown) > 1:
-        text = (f"On the selection units, {arms_text(r, shown)} are equivalent on {first} within the margins "
+        text = (f"On the selection units, {among}{arms_text(r, shown)} are equivalent on {first} within the margins "
                 f"({margins_text(r)})")
+    elif scoped and eligible == [r.leader] and not open_:
+        text = f"On the selection units, {arm_name(r, r.leader)} is the only arm shown to {constraint_text(r)}"
     else:
-        text = (f"On the selection units, {arm_name(r, r.leader)} has the best {first}; no other arm is shown within "
-                f"the margins ({margins_text(r)})")
+        text = (f"On the selection units, {among}{arm_name(r, r.leader)} has the best {first}; no other arm is shown "
+                f"within the margins ({margins_text(r)})")
     if open_:
         text += (f"; {arms_text(r, open_)} {'is' if len(open_) == 1 else 'are'} not told apart from the best yet (neither "
                  "shown within the margin nor beyond)")
-    out.append(f"{text}. The rule picks {arm_name(r, r.choice)}, {_why(r)}"
+    why = "the one arm eligible" if eligible == [r.choice] and not open_ else _why(r)
+    out.append(f"{text}. The rule picks {arm_name(r, r.choice)}, {why}"
                + (", and would whatever the undecided arms turn out to be." if open_ and r.settled_by == "decided"
                   else "."))
     if r.settled_by == "unchanged" and len(r.rounds) >= 2:
