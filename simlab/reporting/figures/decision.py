@@ -23,7 +23,8 @@ CAPTIONS = {
     "frontier": "Every arm on the selection units: interactive P95 against batch throughput, means with 95% CIs (up "
                 "and to the left is better, as in the A/B's trade-off plot), coloured and marked by family. Static "
                 "caps are joined in cap order; "
-                "ringed: the tie set; star: the choice; faded: shown infeasible; dashed: the required throughput.",
+                "ringed: the tie set; star: the choice; faded: shown infeasible; dashed: the rule's constraint (the "
+                "required throughput, or the slo rule's P95 limit).",
     "conditions": "The choice and its main contenders on each held-out condition, means with 95% CIs over that "
                   "condition's units (confirmation units when the arm was confirmed).",
     "load": "Interactive P95 and batch throughput against the interactive load multiplier of the held-out "
@@ -53,6 +54,8 @@ class FrontierData(NamedTuple):
     points: list[Point]
     required: float | None  # the constrained rule's throughput floor (jobs/min)
     slo_ms: float
+    limit_ms: float | None = None  # the slo rule's P95 limit: the SLO, or the batch-absent bound x (1 + tolerance)
+    bound: bool = False  # the limit is the batch-absent bound (no arm can meet the SLO)
 
 
 def frontier_data(r) -> FrontierData:
@@ -61,7 +64,8 @@ def frontier_data(r) -> FrontierData:
                     a.label in r.tie_set, a.label == r.choice) for a in r.selection]
     ref = r.arm(r.reference)
     required = r.throughput_fraction * ref.throughput.mean if (r.rule == "constrained" and ref is not None) else None
-    return FrontierData(r.scenario, points, required, r.slo_p95_ms)
+    limit = r.limit_ms if r.rule == "slo" and r.limit_ms is not None and math.isfinite(r.limit_ms) else None
+    return FrontierData(r.scenario, points, required, r.slo_p95_ms, limit, r.limit_kind == "bound")
 
 
 class ConditionLine(NamedTuple):
@@ -140,16 +144,37 @@ def draw_frontier(d: FrontierData):
                     zorder=4 if p.chosen else 3)
         if p.tie:
             ax.plot([p.p95[0]], [p.throughput[0]], "o", mfc="none", mec=style.INK, ms=20, mew=1.6, zorder=5)
-    for (x, y), names in _labels(_labelled(shown, statics)).items():
-        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(8, 8), fontsize=13)
+    # the axes follow the deployable arms' CIs and every mean: a baseline's wide CI (unscheduled) runs off the edge
+    # rather than squeezing the arms in contention into a corner
+    xs = [v for p in shown for v in ((p.p95[0],) if p.family == "baseline" else p.p95)]
+    ys = [v for p in shown for v in ((p.throughput[0],) if p.family == "baseline" else p.throughput)]
+    if d.limit_ms is not None:
+        xs.append(d.limit_ms)
+    if d.required is not None:
+        ys.append(d.required)
+    span = _span(xs), _span(ys)
     if d.required is not None:
         ax.axhline(d.required, color=style.INK, ls="--", lw=1.8, label=f"required: {d.required:,.0f} jobs/min")
+    if d.limit_ms is not None:
+        ax.axvline(d.limit_ms, color=style.INK, ls="--", lw=1.8,
+                   label=f"P95 limit: {d.limit_ms:,.0f} ms" + (" (batch-absent bound)" if d.bound else " (the SLO)"))
+        if d.bound and math.isfinite(d.slo_ms):
+            ax.axvline(d.slo_ms, color=style.INK, ls=":", lw=1.8, label=f"SLO: {d.slo_ms:,.0f} ms (no arm meets it)")
+            xs.append(d.slo_ms)
+            span = _span(xs), span[1]
+    for lim, setter in zip(span, (ax.set_xlim, ax.set_ylim)):
+        if lim is not None:
+            setter(*lim)
+    fig.draw_without_rendering()  # settle the layout: the labels are placed in pixels
+    for (x, y), names in _labels(_labelled(shown, statics), ax).items():
+        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(8, 8), fontsize=LABEL_PT,
+                    va="bottom", zorder=6, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                                                 "alpha": 0.75})  # above the markers, readable over the CIs
     ax.set_xlabel("interactive P95 (ms), mean with 95% CI")
     ax.set_ylabel("batch throughput (jobs/min)")
-    for family in dict.fromkeys(p.family for p in d.points):  # the families beyond static/adaptive, by marker
-        if family not in ("static", "adaptive", "baseline"):
-            ax.plot([], [], style.FAMILY_MARKERS.get(family, "o"), color=FAMILY_COLORS.get(family, style.INK), ms=11,
-                    ls="", label=family)
+    for family in dict.fromkeys(p.family for p in d.points if p.family != "static"):  # by marker and colour
+        ax.plot([], [], style.FAMILY_MARKERS.get(family, "o"), color=FAMILY_COLORS.get(family, style.INK), ms=11,
+                ls="", label="baselines (not deployable)" if family == "baseline" else family)
     handles = [("*", "the choice", 18), ("o", "ringed: tie set", 14)]
     for marker, text, size in handles:
         ax.plot([], [], marker, color=style.INK, mfc="none" if "ringed" in text else style.INK, ms=size, ls="",
@@ -161,14 +186,53 @@ def draw_frontier(d: FrontierData):
     return fig
 
 
-def _labels(points: list[Point]) -> dict[tuple[float, float], list[str]]:
-    """One annotation per position: arms that measured the same (e.g. a gate that behaves as a static cap)
-    share it, one name a line, instead of printing over each other."""
-    out: dict[tuple[float, float], list[str]] = {}
-    for p in points:
-        name = f"cap {p.cap}" if p.family == "static" else p.label
-        out.setdefault((p.p95[0], p.throughput[0]), []).append(name)
-    return out
+def _span(values: list[float], pad: float = 0.06) -> tuple[float, float] | None:
+    v = [x for x in values if math.isfinite(x)]
+    if not v:
+        return None
+    lo, hi = min(v), max(v)
+    width = hi - lo or abs(hi) or 1.0
+    return lo - pad * width, hi + pad * width
+
+
+LABEL_PT = 13
+MOST_NAMES = 6  # one label lists at most this many arms, then "+N more"
+
+
+def _labels(points: list[Point], ax) -> dict[tuple[float, float], list[str]]:
+    """One annotation per cluster, one name a line: labels that would print over each other (arms that measured
+    the same or nearly, e.g. gates that behave as a static cap) are merged into one, at the place of the first,
+    until no two overlap. Measured in pixels with the text's approximate extent; the chosen arm and the tie set
+    come first."""
+    line = LABEL_PT * style.DPI / 72 * 1.25
+    char = LABEL_PT * style.DPI / 72 * 0.6
+    pad = LABEL_PT * style.DPI / 72 * 8 / 13  # the 8-point offset
+    clusters = []  # [anchor (x, y) in data, left px, bottom px, names]
+    for p in sorted(points, key=lambda p: (not p.chosen, not p.tie)):
+        px, py = ax.transData.transform((p.p95[0], p.throughput[0]))
+        clusters.append([(p.p95[0], p.throughput[0]), px + pad, py + pad,
+                         [f"cap {p.cap}" if p.family == "static" else p.label]])
+
+    def shown(names):
+        more = len(names) - MOST_NAMES
+        return names if more <= 0 else names[:MOST_NAMES - 1] + [f"+{more + 1} more"]
+
+    def box(c):
+        names = shown(c[3])
+        return c[1], c[2], c[1] + char * max(len(n) for n in names), c[2] + line * len(names)
+
+    def overlap(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+    merged = True
+    while merged:
+        merged = False
+        for i, j in ((i, j) for i in range(len(clusters)) for j in range(i + 1, len(clusters))):
+            if overlap(box(clusters[i]), box(clusters[j])):
+                clusters[i][3] += clusters.pop(j)[3]
+                merged = True
+                break
+    return {c[0]: shown(c[3]) for c in clusters}
 
 
 def _labelled(shown: list[Point], statics: list[Point]) -> list[Point]:
