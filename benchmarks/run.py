@@ -229,9 +229,10 @@ def reference_ms(repeat: int = 5) -> list[float]:
     return [1000.0 * t for t in timed(lambda w: run_engine(scenario, options, w), repeat, prepare)]
 
 
-def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("racing", "exhaustive",
-                                                                                "replications2")) -> None:
-    """`simlab decide` on every scenario in each mode (`decide_args`): wall and CPU seconds of the whole process,
+def decide_table(prefix: Path, scenarios: list[Path], workers: int | None = None, modes=("racing", "exhaustive",
+                                                                                       "replications2")) -> None:
+    """`simlab decide` on every scenario in each mode (`decide_args`), with decide's own default --workers (every
+    core it may use) unless `workers` is given: wall and CPU seconds of the whole process,
     simulations run, the answer and its tie set; whether racing agrees with the exhaustive run and with the
     second budgets (the same answer, or overlapping tie sets)."""
     import json
@@ -248,8 +249,8 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
                          "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
                          "dt = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
                          "print(r.returncode, u.ru_utime + u.ru_stime, dt)")
-                cmd = [SIMLAB, "decide", str(path), "--workers", str(workers), "--quiet", "--out", out,
-                       *decide_args(mode, path)]
+                cmd = [SIMLAB, "decide", str(path), *(["--workers", str(workers)] if workers else []), "--quiet",
+                       "--out", out, *decide_args(mode, path)]
                 res = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, cwd=ROOT,
                                      check=True).stdout.split()
                 rec = json.loads(Path(out, "result.json").read_text())["record"]
@@ -276,8 +277,10 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int = 2, modes=("
         w.writerows(flat)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     lines = [f"# simlab decide on every bundled scenario\n\nCommit {commit}, "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, --workers {workers}. "
-             "Wall and CPU seconds of the whole process (children included); the tie set is the leader, the arms "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+             + (f"--workers {workers}. " if workers else f"decide's default --workers ({len(os.sched_getaffinity(0))}: "
+                "the cores it may use). ")
+             + "Wall and CPU seconds of the whole process (children included); the tie set is the leader, the arms "
              "equivalent to it and the undecided ones on the selection units. The reference: CPU milliseconds of "
              f"one simulation of {REFERENCE.stem}'s static cap, median (min-max) of 5, measured just before the run "
              "(how fast the machine was then). Reproduce: "

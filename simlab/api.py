@@ -70,18 +70,22 @@ def ab(scenario, *, policies=None, seed: int | None = None, replications: int | 
 
 
 def decide(scenario, *, trials: int | None = None, replications: int | None = None, options=None,
-           out: str | Path | None = None, workers: int = 1, exhaustive: bool = False, figures: bool = False,
+           out: str | Path | None = None, workers: int | None = None, exhaustive: bool = False, figures: bool = False,
            progress: bool = False):
     """`simlab decide`: tune every family ([decision] families) with `trials` trials each, race on held-out
     traffic, confirm on fresh seeds; returns the DecideRecord and writes
     its folder (default results/SCENARIO/decide, as the command): result.json, the CSV tables, report.md and,
-    when the answer is exported, best-options.json."""
+    when the answer is exported, best-options.json. `workers`: processes (default: the cores this process may use;
+    the answer does not depend on it)."""
     from simlab.decision import files
     from simlab.decision.run import run_decide
     from simlab.reporting.blocks.decide import write_report
 
+    from simlab.experiments.runner import usable_cores
+
     s = _scenario(scenario)
     folder = Path(out) if out is not None else Path("results") / s.name / "decide"
+    workers = usable_cores() if workers is None else workers
     record = run_decide(s, _options(s, options, "adaptive"), folder, trials=trials, replications=replications,
                         workers=workers, progress=progress, exhaustive=exhaustive)
     if figures:

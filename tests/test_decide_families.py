@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -313,6 +314,37 @@ def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
     assert proc.returncode == 3, proc.stderr
     for name in ("frontier.csv", "confirmation.csv", "candidate-options-NOT-VALIDATED.json"):
         assert (other / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_decide_runs_on_every_usable_core_unless_told(tiny, tmp_path, monkeypatch):
+    """The default --workers is the cores the process may use (the answer does not depend on it, above), for the
+    command and the Python API alike; --workers N still wins."""
+    import simlab
+    from simlab import cli
+    from simlab.decision import run
+    from simlab.experiments import runner
+
+    seen = []
+
+    class Stop(BaseException):  # past the command line's report of an internal error
+        pass
+
+    def fake(*args, **kwargs):
+        seen.append(kwargs["workers"])
+        raise Stop
+
+    monkeypatch.setattr(runner, "usable_cores", lambda: 3)
+    monkeypatch.setattr(run, "run_decide", fake)
+    path = str(tiny)
+    for argv in (["decide", path, "--quiet", "--out", str(tmp_path / "a")],
+                 ["decide", path, "--quiet", "--workers", "1", "--out", str(tmp_path / "b")]):
+        with pytest.raises(Stop):
+            assert cli.main(argv) is None, "decide stopped before running"
+    with pytest.raises(Stop):
+        simlab.decide(path, out=tmp_path / "c")
+    assert seen == [3, 1, 3]
+    monkeypatch.undo()  # the real count: the cores of this machine this process may use
+    assert runner.usable_cores() == len(os.sched_getaffinity(0))
 
 
 def test_a_decide_starts_its_worker_processes_once(decided, tiny, tmp_path, monkeypatch):

@@ -22,7 +22,8 @@ def register(sub) -> None:
                    help="every arm on every selection unit of the budget, nothing put out of measurement; the same "
                         "rounds judged, to check what racing's savings change")
     p.add_argument("--options", help="production options to start from (default: the scenario's [scheduler])")
-    p.add_argument("--workers", type=int, default=1, help="parallel processes (results do not depend on it)")
+    p.add_argument("--workers", type=int, help="parallel processes (default: the cores this process may use; the "
+                   "results do not depend on it)")
     p.add_argument("--out", help="output folder (default results/SCENARIO/decide)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--scheduler-address", metavar="ADDR",
@@ -33,11 +34,12 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from simlab.experiments.runner import usable_cores
     from simlab.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input fails fast, before the heavy imports
     both_classes(scenario, "decide")
-    workers = positive(args.workers, "--workers")
+    workers = positive(args.workers, "--workers") if args.workers is not None else usable_cores()
     if args.trials is not None:
         nonnegative(args.trials, "--trials", " (0 skips tuning)")
     n = args.replications if args.replications is not None else scenario.tune.holdout_seeds

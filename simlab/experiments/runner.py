@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +208,14 @@ def cancel_on_failure(futures):
         for future in futures:
             future.cancel()
         raise
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one): decide's default workers."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
 
 
 _SHARED: dict[int, ProcessPoolExecutor] = {}  # workers -> the pool of the command under way (`one_pool`)
