@@ -69,11 +69,12 @@ def ab(scenario, *, policies=None, seed: int | None = None, replications: int | 
     return record
 
 
-def decide(scenario, *, trials: int | None = None, replications: int | None = None, options=None,
-           out: str | Path | None = None, workers: int | None = None, exhaustive: bool = False, figures: bool = False,
-           progress: bool = False):
+def decide(scenario, *, trials: int | None = None, max_trials: int | None = None, replications: int | None = None,
+           options=None, out: str | Path | None = None, workers: int | None = None, exhaustive: bool = False,
+           figures: bool = False, progress: bool = False):
     """`simlab decide`: tune every family ([decision] families) with `trials` trials each, race on held-out
-    traffic, confirm on fresh seeds; returns the DecideRecord and writes
+    traffic, confirm on fresh seeds (while the answer hangs on the tuning budget, the searches double up to
+    `max_trials`, default 4 x trials); returns the DecideRecord and writes
     its folder (default results/SCENARIO/decide, as the command): result.json, the CSV tables, report.md and,
     when the answer is exported, best-options.json. `workers`: processes (default: the cores this process may use;
     the answer does not depend on it)."""
@@ -87,7 +88,7 @@ def decide(scenario, *, trials: int | None = None, replications: int | None = No
     folder = Path(out) if out is not None else Path("results") / s.name / "decide"
     workers = usable_cores() if workers is None else workers
     record = run_decide(s, _options(s, options, "adaptive"), folder, trials=trials, replications=replications,
-                        workers=workers, progress=progress, exhaustive=exhaustive)
+                        workers=workers, progress=progress, exhaustive=exhaustive, max_trials=max_trials)
     if figures:
         from simlab.reporting.figures.decision import decision_figures
 

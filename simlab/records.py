@@ -922,6 +922,17 @@ class Round:
 
 
 @dataclass
+class BudgetStep:
+    """One tuning budget `decide` judged: trials per family, the rule's choice and tie set on the selection units,
+    and whether the answer hung on that budget (`why`: "start-up" | "tie-set" | "choice", "" when it did not)."""
+    trials: int
+    choice: str | None
+    tie_set: list[str]
+    settled: bool
+    why: str
+
+
+@dataclass
 class ConditionCheck:
     """The choice on one held-out condition's confirmation units alone, with the same margins."""
     condition: str
@@ -1020,6 +1031,10 @@ class DecideRecord:
     trials_needed: int | None = None
     budget_arms: list[str] = field(default_factory=list)
     budget_why: str = ""
+    # the budgets judged, the first the one asked for (--trials): while the answer hung on the budget, every search
+    # was doubled (to `trials_needed` of the step before), up to max_trials per family
+    budget_steps: list[BudgetStep] = field(default_factory=list)
+    max_trials: int | None = None
 
     def arm(self, label: str | None, confirmation: bool = False) -> ArmResult | None:
         for a in (self.confirmation if confirmation else self.selection):

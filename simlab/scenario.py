@@ -422,6 +422,9 @@ class Decision(Strict):
     p95_margin: float = Field(default=0.02, ge=0, lt=1)  # P95 within this fraction of the other's: no worse
     throughput_margin: float = Field(default=0.02, ge=0, lt=1)  # throughput within this fraction: no worse
     trials: int = Field(default=20, ge=0)  # tuning trials of `decide` (its candidate is one arm racing judges)
+    # when the answer hangs on the tuning budget, `decide` doubles every search up to this many trials per family
+    # (default: 4 x trials); equal to trials: never
+    max_trials: int | None = Field(default=None, ge=0)
     first_seeds: int | None = Field(default=None, ge=1)  # racing's first round; default: 4 units or more
     confirm_seeds: int | None = Field(default=None, ge=2)  # fresh seeds per held-out condition (default: 10 units
     # or more, at least 3 seeds per condition) for the reported numbers
@@ -429,6 +432,13 @@ class Decision(Strict):
     # the policy families `decide` tunes (each with `trials` trials on the same search units) and ranks beside the
     # static frontier; None: every family the scenario can run (simlab/decision/families.py)
     families: list[Family] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _max_trials_at_least_trials(self):
+        if self.max_trials is not None and self.max_trials < self.trials:
+            raise ValueError(f"max_trials ({self.max_trials}) is below trials ({self.trials}): the searches start "
+                             "at trials and only grow")
+        return self
 
     @model_validator(mode="after")
     def _families_once(self):

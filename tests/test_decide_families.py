@@ -512,6 +512,66 @@ def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell(
     assert words.trials_sentence(r) is None
 
 
+def test_an_answer_that_hangs_on_the_budget_grows_the_searches_to_the_longer_runs_answer(tiny, tmp_path):
+    """5 trials are within the random start-up and tuned arms tie: decide doubles the searches to the 20 trials
+    that would tell (within 4 x 5), and its answer is, number for number, a run asked for 20 trials outright."""
+    from simlab.records import load
+
+    path = tmp_path / "settles.toml"
+    path.write_text(TINY + SETTLES)
+    grown, direct = tmp_path / "grown", tmp_path / "direct"
+    for trials, out in (("5", grown), ("20", direct)):
+        simlab("decide", path, "--trials", trials, "--replications", "4", "--out", out, "--quiet", "--workers", "1")
+    g, d = load(grown / "result.json", "decide"), load(direct / "result.json", "decide")
+    assert [(x.trials, x.why) for x in g.budget_steps] == [(5, "start-up"), (20, "")]
+    assert [(x.trials, x.why) for x in d.budget_steps] == [(20, "")]
+    assert g.budget_steps[-1] == d.budget_steps[0] and g.max_trials == 20 and d.max_trials == 80
+    assert g.exit_code == d.exit_code == 0 and g.tuning.trials_per_family == 20
+    for which in ("selection", "confirmation"):
+        assert [(a.label, a.options, a.p95_ms, a.throughput_per_min) for a in getattr(g, which)] == \
+               [(a.label, a.options, a.p95_ms, a.throughput_per_min) for a in getattr(d, which)]
+    assert json.loads((grown / "best-options.json").read_text()) == json.loads((direct / "best-options.json").read_text())
+    for folder in ("tune", "tune-holdback", "tune-aimd", "tune-gradient2"):  # each study grew to 20 trials
+        assert json.loads((grown / folder / "result.json").read_text())["record"]["trials"] == 20
+    said = " ".join(words_of(g))
+    assert "At 5 trials per family the answer hung on the tuning budget (every search within the sampler's " \
+           "random start-up), so decide doubled every search (5 → 20 trials); at 20 it does not" in said
+    assert "## Tuning budgets" in (grown / "report.md").read_text()
+    assert "## Tuning budgets" not in (direct / "report.md").read_text()
+    # with no room to grow (--max-trials 5), the 5-trial answer is held back and names the 20 that would tell
+    held = tmp_path / "held"
+    proc = simlab("decide", path, "--trials", "5", "--max-trials", "5", "--replications", "4", "--out", held,
+                  "--quiet", check=False)
+    h = load(held / "result.json", "decide")
+    assert proc.returncode == 3 and "rerun with --trials 20" in proc.stderr
+    assert [x.trials for x in h.budget_steps] == [5] and h.trials_needed == 20
+    assert "were not grown past 5 trials per family: the 20 that would tell is more than --max-trials (5)" in \
+           " ".join(words_of(h))
+
+
+def words_of(record) -> list[str]:
+    from simlab.reporting import words
+
+    return words.decide_sentences(record)
+
+
+def test_the_searches_grow_only_while_the_answer_hangs_on_the_budget_and_within_the_ceiling():
+    from types import SimpleNamespace
+
+    from simlab.decision.run import max_trials_of, trials_to_tell
+    from simlab.errors import InputError
+
+    rule = SimpleNamespace(max_trials=None)
+    assert max_trials_of(rule, 20, None) == 80 and max_trials_of(rule, 20, 20) == 20
+    assert max_trials_of(SimpleNamespace(max_trials=50), 20, None) == 50
+    assert max_trials_of(SimpleNamespace(max_trials=10), 20, None) == 20  # never below the trials asked for
+    with pytest.raises(InputError, match="max_trials"):
+        max_trials_of(rule, 20, 10)
+    # the chain 20 -> 40 -> 80 under the default ceiling; start-up jumps to twice the start-up
+    assert trials_to_tell(20, "tie-set") == 40 and trials_to_tell(40, "choice") == 80
+    assert trials_to_tell(5, "start-up") == 20 and trials_to_tell(20, "") is None
+
+
 def test_decide_knows_what_a_run_with_half_the_trials_races(tiny, tmp_path):
     """The search's record holds the arms a run with half the trials would race: exactly that run's picks."""
     from simlab.tuning.run import run_tune

@@ -16,6 +16,9 @@ def register(sub) -> None:
     p.add_argument("scenario", help="scenario TOML file; [conditions] sets the traffic family, [decision] the rule")
     p.add_argument("--trials", type=int, help="tuning trials per family, the same for each (default: [decision] trials, "
                    "20); 0 skips tuning")
+    p.add_argument("--max-trials", type=int, help="while the answer hangs on the tuning budget, every search is "
+                   "doubled up to this many trials per family (default: [decision] max_trials, else 4 x --trials); "
+                   "equal to --trials: never")
     p.add_argument("--replications", type=int,
                    help="at most this many selection seeds per held-out condition (default: [tune] holdout_seeds)")
     p.add_argument("--exhaustive", action="store_true",
@@ -42,6 +45,13 @@ def main(args) -> int:
     workers = positive(args.workers, "--workers") if args.workers is not None else usable_cores()
     if args.trials is not None:
         nonnegative(args.trials, "--trials", " (0 skips tuning)")
+    trials = args.trials if args.trials is not None else scenario.decision.trials
+    if args.max_trials is not None:
+        nonnegative(args.max_trials, "--max-trials", "")
+        if args.max_trials < trials:
+            raise InputError(None, "--max-trials", f"must be at least the trials the searches start with ({trials}, "
+                             f"{'--trials' if args.trials is not None else '[decision] trials'}); found "
+                             f"{args.max_trials}")
     n = args.replications if args.replications is not None else scenario.tune.holdout_seeds
     if n < 2:  # as [tune] holdout_seeds: the rule's paired CIs need two seeds at least
         raise InputError(None, "--replications", f"must be at least 2: the decision's confidence intervals need two "
@@ -64,14 +74,14 @@ def main(args) -> int:
         warn(note)
     if (beyond := cap_beyond_backend(base, scenario)) is not None:
         warn(words.cap_beyond_backend(*beyond))
-    if (args.trials if args.trials is not None else scenario.decision.trials) > 0:
+    if trials > 0:
         from simlab.tuning.run import check_units
 
         check_units(scenario)
     out = out_dir(args, scenario, "decide")
     record = run_decide(scenario, base, out, trials=args.trials, replications=args.replications, workers=workers,
                         progress=not args.quiet, scheduler=args.scheduler_address, exhaustive=args.exhaustive,
-                        warn=warn)
+                        warn=warn, max_trials=args.max_trials)
     search = _render_search_aside(out / "tune")  # the search's own report, drawn beside the decision's figures
     try:
         record.figures = decision_figures(record, out)

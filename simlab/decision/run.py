@@ -31,7 +31,7 @@ from simlab.experiments.plan import NO_BATCH, Measurements, Plan, bound_specs
 from simlab.experiments.runner import pooled
 from simlab.experiments.stats import mean_ci
 from simlab.policies import SchedulerOptions, options_from_dict
-from simlab.records import ArmResult, ConditionCheck, DecideRecord, FamilyTuning, Interval, TuningSummary, Unit
+from simlab.records import ArmResult, BudgetStep, ConditionCheck, DecideRecord, FamilyTuning, Interval, TuningSummary, Unit
 from simlab.scenario import Scenario
 from simlab.tuning import STARTUP_TRIALS  # the package's constant alone: no Optuna import
 from simlab.world.conditions import split
@@ -40,7 +40,8 @@ from simlab.world.conditions import split
 @pooled
 def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials: int | None = None,
                replications: int | None = None, workers: int = 1, progress: bool = True, scheduler=None,
-               exhaustive: bool = False, warn: Callable[[str], None] | None = None) -> DecideRecord:
+               exhaustive: bool = False, warn: Callable[[str], None] | None = None,
+               max_trials: int | None = None) -> DecideRecord:
     """The whole decision; runs are saved under `out` (tune/, selection/, confirmation/) so a rerun resumes."""
     rule = scenario.decision
     out = Path(out)
@@ -53,26 +54,36 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
                          f"confirmation seeds {confirm[0]}..{confirm[-1]} overlap the selection seeds {first}.."
                          f"{first + budget - 1}; the confirmation units must be fresh")
     n_trials = rule.trials if trials is None else trials
+    ceiling = max_trials_of(rule, n_trials, max_trials)
     families = families_of(scenario)
-    tuned, tuning, halves = tune_families(scenario, base, out, tuned_families(families), n_trials, workers, progress,
-                                          warn)
-    specs = decide_specs(base, scenario, tuned, tuple(families))
-    holder = {option_key(s.options): s.label for s in specs}
-    if tuning is not None:
-        kept = {s.label for s in specs}
-        for f in tuning.families:
-            f.candidates = [label for label, _, family in tuned if family == f.family and label in kept]
-        tuning.candidates = [c for f in tuning.families for c in f.candidates]
-    # the tuned arms a run with half the trials would race too (its picks this run also races)
-    shorter = {holder[k] for picks in halves.values() for o in picks.values() if (k := option_key(o)) in holder}
     reference = reference_label(rule, base)
     defaults = exported_options(base.with_changes(policy="adaptive"))
     bounds = bound_specs(base, scenario, batch_alone=False)
-
-    plan = Plan(scenario, held, out / "selection", workers, progress, scheduler)
-    raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
-    outcome = raced.outcome
-    moved, moved_why = budget_moves(tuning, outcome, shorter)
+    steps: list[BudgetStep] = []
+    while True:  # while the answer hangs on the tuning budget, double the searches (trial k is the same at any)
+        tuned, tuning, halves = tune_families(scenario, base, out, tuned_families(families), n_trials, workers,
+                                              progress, warn)
+        specs = decide_specs(base, scenario, tuned, tuple(families))
+        holder = {option_key(s.options): s.label for s in specs}
+        if tuning is not None:
+            kept = {s.label for s in specs}
+            for f in tuning.families:
+                f.candidates = [label for label, _, family in tuned if family == f.family and label in kept]
+            tuning.candidates = [c for f in tuning.families for c in f.candidates]
+        # the tuned arms a run with half the trials would race too (its picks this run also races)
+        shorter = {holder[k] for picks in halves.values() for o in picks.values() if (k := option_key(o)) in holder}
+        # a fresh plan per budget: a label such as gradient2-tuned may name other options at the next budget; a
+        # run saved under selection/ is loaded only when its key (options, world, seed) is the one asked for
+        plan = Plan(scenario, held, out / "selection", workers, progress, scheduler)
+        raced = race(plan, specs, bounds, rule, reference, defaults, scenario.slo_p95_ms, first, budget, exhaustive)
+        outcome = raced.outcome
+        moved, moved_why = budget_moves(tuning, outcome, shorter)
+        steps.append(BudgetStep(n_trials, outcome.choice, list(outcome.tie_set), raced.stable, moved_why))
+        following = trials_to_tell(n_trials, moved_why)
+        # an answer unsettled on the selection seeds asks for seeds, not trials
+        if not raced.stable or following is None or following > ceiling:
+            break
+        n_trials = following
     by = {a.label: a for a in raced.arms}
     best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
@@ -115,6 +126,7 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         exit_code=0 if exported else 3, runs=plan.runs + cplan.runs, runs_shared=plan.shared + cplan.shared,
         runs_exhaustive=every * budget * len(held) + cplan.runs + cplan.shared, tuning=tuning,
         trials_needed=trials_to_tell(n_trials, moved_why), budget_arms=moved, budget_why=moved_why,
+        budget_steps=steps, max_trials=ceiling if tuning is not None else None,
     )
 
 
@@ -179,6 +191,16 @@ def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> tu
     if outcome.choice in late and not anchored:
         return [outcome.choice], "choice"
     return [], ""
+
+
+def max_trials_of(rule, n_trials: int, given: int | None) -> int:
+    """The most trials per family the searches may grow to: --max-trials, else [decision] max_trials, else 4 x
+    the trials asked for (never below them: [decision] max_trials below --trials means no doubling)."""
+    if given is not None and given < n_trials:
+        raise InputError(None, "max_trials", f"must be at least the trials the searches start with ({n_trials}); "
+                         f"found {given}")
+    ceiling = given if given is not None else rule.max_trials if rule.max_trials is not None else 4 * n_trials
+    return max(ceiling, n_trials)
 
 
 def trials_to_tell(n_trials: int, why: str) -> int | None:

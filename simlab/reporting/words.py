@@ -675,6 +675,8 @@ def decide_sentences(r) -> list[str]:
             if r.seeds_needed is not None and r.seeds_needed > r.seeds_budget > b:  # racing stopped before the budget
                 text += f", more than the budget's {r.seeds_budget}"
         out.append(text + ".")
+    if (grown := steps_sentence(r)) is not None:
+        out.append(grown)
     if not r.settled:
         if r.command == "ab":
             out.append("`simlab decide` races the contenders on more seeds and held-out traffic, and confirms on "
@@ -867,6 +869,33 @@ def budget_text(r) -> str | None:
                 f"{shorter} would not race it")
     return (f"every arm of the tie set ({arms}) was found only in the second half of the "
             f"searches: {shorter} would race none of them")
+
+
+BUDGET_CASES = {"start-up": "every search within the sampler's random start-up",
+                "tie-set": "a tie set of picks the search with half its trials would not race",
+                "choice": "a choice the search with half its trials would not race"}
+
+
+def steps_sentence(r) -> str | None:
+    """How decide grew the searches while the answer hung on the tuning budget (`r.budget_steps`), or why it
+    did not; None when the first budget's answer did not hang on it."""
+    steps = list(getattr(r, "budget_steps", None) or [])
+    if not steps or not steps[0].why or r.max_trials is None:
+        return None
+    first, last = steps[0], steps[-1]
+    if len(steps) == 1:
+        if not r.trials_needed:
+            return None
+        return (f"The searches were not grown past {first.trials} trials per family: the {r.trials_needed} that "
+                f"would tell is more than --max-trials ({r.max_trials}).")
+    chain = " → ".join(str(s.trials) for s in steps)
+    text = (f"At {first.trials} trials per family the answer hung on the tuning budget "
+            f"({BUDGET_CASES.get(first.why, first.why)}), so decide doubled every search ({chain} trials)")
+    if not last.why:
+        text += f"; at {last.trials} it does not, and this is that budget's answer"
+    else:
+        text += f", up to --max-trials ({r.max_trials})"
+    return text + "."
 
 
 def trials_sentence(r) -> str | None:

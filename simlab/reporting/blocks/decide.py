@@ -114,6 +114,19 @@ def rounds_table(r) -> Table:
                  align="rrrrllc")
 
 
+def budgets_table(r) -> Table | None:
+    """The tuning budgets judged, when decide grew the searches (the labels of tuned arms name other options at
+    another budget)."""
+    steps = list(getattr(r, "budget_steps", None) or [])
+    if len(steps) < 2:
+        return None
+    rows = [[Cell(str(x.trials)), Cell(words.arm_name(r, x.choice)), Cell(", ".join(x.tie_set) or "–"),
+             Cell("yes" if x.settled else "no"),
+             Cell(words.BUDGET_CASES.get(x.why, x.why) if x.why else "no", status=FAIL if x.why else PASS)]
+            for x in steps]
+    return Table(["trials per family", "choice", "tie set", "settled", "hangs on the budget"], rows, align="rllcl")
+
+
 def conditions_table(r) -> Table:
     rows = [[Cell(c.condition), Cell(str(c.units)), ci_cell(c.p95), ci_cell(c.throughput),
              Cell(", ".join(c.dominators) or "none", status=FAIL if c.dominators else None),
@@ -158,6 +171,12 @@ def decide_blocks(r, level: int = 2, base: Path | None = None) -> list:
                          "first axis (and, within the tie set, on the second); out: shown worse beyond the margin.",
                          small=True),
                arms_table(r)]
+    if (budgets := budgets_table(r)) is not None:
+        blocks += [Heading(level, "Tuning budgets"),
+                   Paragraph("Each budget's choice and tie set on the selection units; a tuned arm's label names "
+                             "that budget's pick. While the answer hung on the budget, every search was doubled.",
+                             small=True),
+                   budgets]
     if r.command == "decide":
         blocks += [Heading(level, "Racing"), rounds_table(r)]
     if r.per_condition:
