@@ -262,6 +262,8 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int | None = None
                              "runs_exhaustive": rec["runs_exhaustive"], "runs_shared": rec.get("runs_shared", 0), "choice": rec["choice"] or "none",
                              "tie": " ".join(ties), "settled": rec["settled"], "exit": int(res[0]),
                              "flags": " ".join(decide_args(mode, path)),
+                             # the tuning budgets judged: decide doubles the searches while the answer hangs on them
+                             "trials": "→".join(str(x["trials"]) for x in rec.get("budget_steps", [])) or "–",
                              "tie_keys": [key(a) for a in tied], "choice_options": chosen[0] if chosen else None,
                              "reference_ms": ref_ms, "reference_ms_min": ref[0],
                              "reference_ms_max": ref[-1]}
@@ -285,15 +287,15 @@ def decide_table(prefix: Path, scenarios: list[Path], workers: int | None = None
              f"one simulation of {REFERENCE.stem}'s static cap, median (min-max) of 5, measured just before the run "
              "(how fast the machine was then). Reproduce: "
              f"`.venv/bin/python benchmarks/run.py --decide-only --decide-modes {','.join(modes)}`.", "",
-             "| scenario | mode | flags | wall s | reference ms | CPU s | runs | results from a "
+             "| scenario | mode | flags | trials judged | wall s | reference ms | CPU s | runs | results from a "
              "twin's run | runs of every arm on every unit | choice | settled | exit | agrees with |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
         for m in modes:
             x = r[m]
             base = compared_with(m, r)
             same = "–" if base is None else f"{agree(r[base], x)} ({base})"
-            lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['wall_s']:.1f} | "
+            lines.append(f"| {r['scenario']} | {m} | {x['flags'] or 'default'} | {x['trials']} | {x['wall_s']:.1f} | "
                          f"{x['reference_ms']:.0f} ({x['reference_ms_min']:.0f}-{x['reference_ms_max']:.0f}) | "
                          f"{x['cpu_s']:.1f} | "
                          f"{x['runs']} | {x['runs_shared']} | {x['runs_exhaustive']} | {x['choice']} | {x['settled']} | {x['exit']} | {same} |")
