@@ -121,12 +121,17 @@ def test_interrupted_study_resumes_to_the_same_result(scenario, tmp_path, sig):
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
 
 
-def test_more_trials_continue_the_study(scenario, tmp_path):
+def test_more_trials_continue_the_study_into_the_longer_studys_trials(scenario, tmp_path):
+    """A study grown from 14 to 20 trials holds the 20-trial study's trials: 14 ends inside a batch of 4, and
+    slots 14 and 15 are proposed from the batches before theirs (12 trials, past the random start-up), not
+    from the 14 stored when the study grew."""
     out = tmp_path / "grow"
-    tune(scenario, out, "--trials", "4")
-    assert completed_trials(out / "study.db") == 4
-    tune(scenario, out, "--trials", "8")
-    assert completed_trials(out / "study.db") == 8
+    tune(scenario, out, "--trials", "14")
+    assert completed_trials(out / "study.db") == 14
+    tune(scenario, out, "--trials", "20")
+    assert completed_trials(out / "study.db") == 20
+    tune(scenario, tmp_path / "direct", "--trials", "20")
+    assert (out / "trials.csv").read_bytes() == (tmp_path / "direct" / "trials.csv").read_bytes()
 
 
 def test_bad_tuning_input_exits_2_and_keeps_trials(scenario, tmp_path):

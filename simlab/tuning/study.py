@@ -11,6 +11,7 @@ interrupted batch with the parameters already stored, then goes on.
 from __future__ import annotations
 
 import atexit
+import copy
 import math
 import os
 import warnings
@@ -90,6 +91,74 @@ def make_sampler(sampler_seed: int, slot: int) -> optuna.samplers.BaseSampler:
             constraints_func=constraint_of,
             n_startup_trials=STARTUP_TRIALS,
         )
+
+
+class EarlierBatches(optuna.samplers.BaseSampler):
+    """`inner` proposing slot `slot` from the study as a study run without a stop saw it then: the batches
+    before the slot's own finished, the slots of its own batch before it running (TPE's constant liar counts
+    them), nothing after. A study stopped inside a batch (--trials 10 in batches of 4) and grown proposes slots
+    10 and 11 as a 20-trial study did, with 8 and 9 running, not finished; so trial k is the same at every
+    budget."""
+
+    def __init__(self, inner: optuna.samplers.BaseSampler, slot: int, batch_size: int):
+        self.inner, self.slot, self.first = inner, slot, slot - slot % batch_size
+
+    def _view(self, study):
+        return _StudyAsThen(study, self.first, self.slot)
+
+    def infer_relative_search_space(self, study, trial):
+        return self.inner.infer_relative_search_space(self._view(study), trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return self.inner.sample_relative(self._view(study), trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.inner.sample_independent(self._view(study), trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial):
+        self.inner.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values):
+        self.inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self):
+        self.inner.reseed_rng()
+
+
+class _StudyAsThen:
+    """A study's trials as they stood when slot `slot` was proposed in a study run without a stop: slots
+    before `first` as stored, slots `first`..`slot - 1` running, later slots absent; trials without a slot (the
+    one being proposed, a joined peer's) as stored."""
+
+    def __init__(self, study: optuna.Study, first: int, slot: int):
+        self._study, self._first, self._slot = study, first, slot
+
+    def __getattr__(self, name):
+        return getattr(self._study, name)
+
+    def _then(self, trials, states):
+        out = []
+        for t in trials:
+            slot = t.user_attrs.get("slot")
+            if slot is not None and slot >= self._slot:
+                continue
+            if slot is not None and slot >= self._first and t.state.is_finished():
+                t = copy.copy(t)
+                t.state, t.values, t.datetime_complete = TrialState.RUNNING, None, None
+            if states is None or t.state in states:
+                out.append(t)
+        return out
+
+    def _get_trials(self, deepcopy=True, states=None, use_cache=False):
+        trials = self._then(self._study._get_trials(deepcopy=False, states=None, use_cache=use_cache), states)
+        return copy.deepcopy(trials) if deepcopy else trials
+
+    def get_trials(self, deepcopy=True, states=None):
+        return self._get_trials(deepcopy, states)
+
+    @property
+    def trials(self):
+        return self.get_trials()
 
 
 _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
@@ -248,7 +317,7 @@ def propose(study: optuna.Study, ctx: TuneContext, slot: int) -> int:
     if slot < len(first) and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         origin, params = first[slot]
         study.enqueue_trial(params, user_attrs={"origin": origin})
-    study.sampler = make_sampler(ctx.tune.sampler_seed, slot)
+    study.sampler = EarlierBatches(make_sampler(ctx.tune.sampler_seed, slot), slot, ctx.tune.batch_size)
     live = study.ask()
     live.set_user_attr("slot", slot)
     ctx.space.suggest(live)
