@@ -74,7 +74,7 @@ def decide(scenario, *, trials: int | None = None, max_trials: int | None = None
            figures: bool = False, progress: bool = False):
     """`simlab decide`: tune every family ([decision] families) with `trials` trials each, race on held-out
     traffic, confirm on fresh seeds (while the answer hangs on the tuning budget, the searches double up to
-    `max_trials`, default 4 x trials); returns the DecideRecord and writes
+    `max_trials`, default 4 x the larger of trials and [decision] trials); returns the DecideRecord and writes
     its folder (default results/SCENARIO/decide, as the command): result.json, the CSV tables, report.md and,
     when the answer is exported, best-options.json. `workers`: processes (default: the cores this process may use;
     the answer does not depend on it)."""

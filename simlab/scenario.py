@@ -423,7 +423,7 @@ class Decision(Strict):
     throughput_margin: float = Field(default=0.02, ge=0, lt=1)  # throughput within this fraction: no worse
     trials: int = Field(default=20, ge=0)  # tuning trials of `decide` (its candidate is one arm racing judges)
     # when the answer hangs on the tuning budget, `decide` doubles every search up to this many trials per family
-    # (default: 4 x trials); equal to trials: never
+    # (default: 4 x the larger of --trials and trials); equal to trials: never
     max_trials: int | None = Field(default=None, ge=0)
     first_seeds: int | None = Field(default=None, ge=1)  # racing's first round; default: 4 units or more
     confirm_seeds: int | None = Field(default=None, ge=2)  # fresh seeds per held-out condition (default: 10 units

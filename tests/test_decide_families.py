@@ -211,7 +211,8 @@ def decided(tiny):
     path = tiny.parent / "settles.toml"
     path.write_text(TINY + SETTLES)
     out = tiny.parent / "out"
-    proc = simlab("decide", path, "--trials", "2", "--replications", "4", "--out", out, "--quiet", check=False)
+    proc = simlab("decide", path, "--trials", "2", "--max-trials", "2", "--replications", "4", "--out", out,
+                  "--quiet", check=False)
     return proc, out
 
 
@@ -309,8 +310,8 @@ def test_every_family_gives_the_same_answer_whatever_the_workers(decided, tiny):
     """Each family's search proposes in seeded batches: --workers 2 gives the same arms, numbers and choice."""
     _, out = decided
     other = tiny.parent / "out-2"
-    proc = simlab("decide", tiny.parent / "settles.toml", "--trials", "2", "--replications", "4", "--out", other,
-                  "--quiet", "--workers", "2", check=False)
+    proc = simlab("decide", tiny.parent / "settles.toml", "--trials", "2", "--max-trials", "2", "--replications", "4",
+                  "--out", other, "--quiet", "--workers", "2", check=False)
     assert proc.returncode == 3, proc.stderr
     for name in ("frontier.csv", "confirmation.csv", "candidate-options-NOT-VALIDATED.json"):
         assert (other / name).read_bytes() == (out / name).read_bytes(), name
@@ -365,7 +366,8 @@ def test_a_decide_starts_its_worker_processes_once(decided, tiny, tmp_path, monk
     monkeypatch.setattr(runner, "ProcessPoolExecutor", Counted)  # every pool is made there
     scenario = load_scenario(tiny.parent / "settles.toml")
     base = scenario.options().with_changes(policy="adaptive")
-    record = run_decide(scenario, base, tmp_path / "out", trials=2, replications=4, workers=2, progress=False)
+    record = run_decide(scenario, base, tmp_path / "out", trials=2, max_trials=2, replications=4, workers=2,
+                         progress=False)
     assert made == [2]
     _, out = decided
     assert record.choice == json.loads((out / "result.json").read_text())["record"]["choice"]
@@ -514,7 +516,7 @@ def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell(
 
 def test_an_answer_that_hangs_on_the_budget_grows_the_searches_to_the_longer_runs_answer(tiny, tmp_path):
     """5 trials are within the random start-up and tuned arms tie: decide doubles the searches to the 20 trials
-    that would tell (within 4 x 5), and its answer is, number for number, a run asked for 20 trials outright."""
+    that would tell (within the default ceiling, 4 x [decision] trials), and its answer is, number for number, a run asked for 20 trials outright."""
     from simlab.records import load
 
     path = tmp_path / "settles.toml"
@@ -525,7 +527,7 @@ def test_an_answer_that_hangs_on_the_budget_grows_the_searches_to_the_longer_run
     g, d = load(grown / "result.json", "decide"), load(direct / "result.json", "decide")
     assert [(x.trials, x.why) for x in g.budget_steps] == [(5, "start-up"), (20, "")]
     assert [(x.trials, x.why) for x in d.budget_steps] == [(20, "")]
-    assert g.budget_steps[-1] == d.budget_steps[0] and g.max_trials == 20 and d.max_trials == 80
+    assert g.budget_steps[-1] == d.budget_steps[0] and g.max_trials == d.max_trials == 80
     assert g.exit_code == d.exit_code == 0 and g.tuning.trials_per_family == 20
     for which in ("selection", "confirmation"):
         assert [(a.label, a.options, a.p95_ms, a.throughput_per_min) for a in getattr(g, which)] == \
@@ -561,15 +563,38 @@ def test_the_searches_grow_only_while_the_answer_hangs_on_the_budget_and_within_
     from simlab.decision.run import max_trials_of, trials_to_tell
     from simlab.errors import InputError
 
-    rule = SimpleNamespace(max_trials=None)
+    rule = SimpleNamespace(max_trials=None, trials=20)
     assert max_trials_of(rule, 20, None) == 80 and max_trials_of(rule, 20, 20) == 20
-    assert max_trials_of(SimpleNamespace(max_trials=50), 20, None) == 50
-    assert max_trials_of(SimpleNamespace(max_trials=10), 20, None) == 20  # never below the trials asked for
+    # a smaller --trials starts smaller but does not lower the ceiling; a larger one raises it
+    assert max_trials_of(rule, 10, None) == 80 and max_trials_of(rule, 40, None) == 160
+    assert max_trials_of(SimpleNamespace(max_trials=50, trials=20), 20, None) == 50
+    assert max_trials_of(SimpleNamespace(max_trials=10, trials=10), 20, None) == 20  # never below the trials asked
     with pytest.raises(InputError, match="max_trials"):
         max_trials_of(rule, 20, 10)
     # the chain 20 -> 40 -> 80 under the default ceiling; start-up jumps to twice the start-up
     assert trials_to_tell(20, "tie-set") == 40 and trials_to_tell(40, "choice") == 80
     assert trials_to_tell(5, "start-up") == 20 and trials_to_tell(20, "") is None
+
+
+def test_the_answer_says_how_far_the_searches_grew_and_where_the_ceiling_stopped_them():
+    from types import SimpleNamespace
+
+    from simlab.records import BudgetStep
+    from simlab.reporting import words
+
+    step = lambda n, why: BudgetStep(n, "gradient2-tuned", ["gradient2-tuned"], True, why)  # noqa: E731
+    r = SimpleNamespace(budget_steps=[step(20, "tie-set"), step(40, "choice"), step(80, "choice")], max_trials=80,
+                        trials_needed=160)
+    said = words.steps_sentence(r)
+    assert said.startswith("At 20 trials per family the answer hung on the tuning budget (a tie set of picks the "
+                           "search with half its trials would not race)")
+    assert "(20 → 40 → 80 trials), up to --max-trials (80)." in said and "it does not" not in said
+    r.budget_steps = [step(20, "tie-set"), step(40, "")]
+    assert words.steps_sentence(r).endswith("(20 → 40 trials); at 40 it does not, and this is that budget's answer.")
+    r.budget_steps = [step(20, "")]  # the first budget settled it: nothing to say
+    assert words.steps_sentence(r) is None
+    r.budget_steps, r.max_trials = [], None  # a record saved before the field, or --trials 0
+    assert words.steps_sentence(r) is None
 
 
 def test_decide_knows_what_a_run_with_half_the_trials_races(tiny, tmp_path):

@@ -195,11 +195,13 @@ def budget_moves(tuning: TuningSummary | None, outcome, shorter: set[str]) -> tu
 
 def max_trials_of(rule, n_trials: int, given: int | None) -> int:
     """The most trials per family the searches may grow to: --max-trials, else [decision] max_trials, else 4 x
-    the trials asked for (never below them: [decision] max_trials below --trials means no doubling)."""
+    the larger of --trials and [decision] trials (a smaller --trials starts the searches smaller, where the
+    answer is clear at once, without lowering the ceiling); never below the trials asked for ([decision]
+    max_trials below --trials means no doubling)."""
     if given is not None and given < n_trials:
         raise InputError(None, "max_trials", f"must be at least the trials the searches start with ({n_trials}); "
                          f"found {given}")
-    ceiling = given if given is not None else rule.max_trials if rule.max_trials is not None else 4 * n_trials
+    ceiling = given if given is not None else rule.max_trials if rule.max_trials is not None else 4 * max(n_trials, rule.trials)
     return max(ceiling, n_trials)
 
 
