@@ -516,7 +516,8 @@ def test_a_budget_dependent_answer_says_so_and_names_the_trials_that_would_tell(
 
 def test_an_answer_that_hangs_on_the_budget_grows_the_searches_to_the_longer_runs_answer(tiny, tmp_path):
     """5 trials are within the random start-up and tuned arms tie: decide doubles the searches to the 20 trials
-    that would tell (within the default ceiling, 4 x [decision] trials), and its answer is, number for number, a run asked for 20 trials outright."""
+    that would tell (within the default ceiling, 4 x [decision] trials), and its answer is, number for number, a
+    run asked for 20 trials outright."""
     from simlab.records import load
 
     path = tmp_path / "settles.toml"

@@ -17,8 +17,8 @@ def register(sub) -> None:
     p.add_argument("--trials", type=int, help="tuning trials per family, the same for each (default: [decision] trials, "
                    "20); 0 skips tuning")
     p.add_argument("--max-trials", type=int, help="while the answer hangs on the tuning budget, every search is "
-                   "doubled up to this many trials per family (default: [decision] max_trials, else 4 x the larger of --trials and [decision] trials); "
-                   "equal to --trials: never")
+                   "doubled up to this many trials per family (default: [decision] max_trials, else 4 x the larger "
+                   "of --trials and [decision] trials); equal to --trials: never")
     p.add_argument("--replications", type=int,
                    help="at most this many selection seeds per held-out condition (default: [tune] holdout_seeds)")
     p.add_argument("--exhaustive", action="store_true",

@@ -201,8 +201,9 @@ def max_trials_of(rule, n_trials: int, given: int | None) -> int:
     if given is not None and given < n_trials:
         raise InputError(None, "max_trials", f"must be at least the trials the searches start with ({n_trials}); "
                          f"found {given}")
-    ceiling = given if given is not None else rule.max_trials if rule.max_trials is not None else 4 * max(n_trials, rule.trials)
-    return max(ceiling, n_trials)
+    if given is None:
+        given = rule.max_trials if rule.max_trials is not None else 4 * max(n_trials, rule.trials)
+    return max(given, n_trials)
 
 
 def trials_to_tell(n_trials: int, why: str) -> int | None:
