@@ -122,3 +122,18 @@ def test_tune_warns_and_refuses_to_export_unless_forced(tmp_path):
 def test_no_warning_within_capacity(tmp_path):
     proc = simlab("run", ROOT / "scenarios" / "seed-article.toml", "--out", tmp_path / "ok", "--quiet")
     assert "capacity" not in proc.stderr
+
+
+def test_ab_warns_when_its_runs_have_too_few_requests_for_a_p95(tmp_path):
+    """A scenario so short that a run completes a handful of interactive requests: its P95s are said to rest on
+    them (the median run's count), and a scenario with enough requests says nothing of it."""
+    text = (ROOT / "docs" / "examples" / "tiny.toml").read_text().replace("duration_ms = 8_000", "duration_ms = 1_000")
+    short = tmp_path / "short.toml"
+    short.write_text(text)
+    proc = simlab("ab", short, "--out", tmp_path / "ab", "--quiet", "--no-figures", "--no-frontier",
+                  "--replications", "4")
+    assert "warning: few requests: the median run completes" in proc.stderr
+    assert "Lengthen duration_ms" in proc.stderr
+    proc = simlab("ab", ROOT / "docs" / "examples" / "tiny.toml", "--out", tmp_path / "ok", "--quiet", "--no-figures",
+                  "--no-frontier", "--replications", "4")
+    assert "few requests" not in proc.stderr

@@ -654,3 +654,21 @@ def test_families_tuned_together_on_a_pool_hold_what_each_holds_tuned_alone(tmp_
         assert together[family].candidates == alone.candidates, family
         held, solo = trials(tmp_path / "together" / family), trials(tmp_path / "alone" / family)
         assert len(held) == 14 and held == solo, family
+
+
+def test_too_few_requests_for_a_p95_is_said_once_for_the_search_and_once_for_the_selection(tmp_path):
+    """Every family's search reads the same reference runs: their few-requests warning is said once; the selection
+    runs, on other traffic, are judged on their own counts."""
+    from simlab.decision.run import tune_families
+
+    text = (ROOT / "docs" / "examples" / "tiny.toml").read_text().replace("duration_ms = 8_000", "duration_ms = 1_000")
+    (tmp_path / "short.toml").write_text(text)
+    scenario = load_scenario(tmp_path / "short.toml")
+    said = []
+    tune_families(scenario, scenario.options(), tmp_path / "tune", ["adaptive", "holdback", "aimd"], 2, 1, False,
+                  said.append)
+    few = [m for m in said if m.startswith("few requests:")]
+    assert len(few) == 1 and "the median search run completes" in few[0], said
+    proc = simlab("decide", tmp_path / "short.toml", "--trials", "0", "--replications", "2", "--workers", "1",
+                  "--out", tmp_path / "decide", "--quiet")
+    assert proc.stderr.count("few requests:") == 1 and "the median selection run completes" in proc.stderr

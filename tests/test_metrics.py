@@ -296,3 +296,29 @@ def test_summary_only_runs_summarize_the_same(tmp_path):
                 assert "cap_at_dispatch" not in lean.table.columns and "source" not in lean.table.columns
                 got = summarize(lean, world.slo_p95_ms, consume=True)
                 assert repr(got) == repr(full), (name, cond.name, policy)
+
+
+# --- too few requests for a P95 ------------------------------------------------------------------------------------
+def test_p95_of_21_latencies_lies_between_the_two_largest_and_of_22_below():
+    """The threshold of the few-requests warning is where np.percentile's P95 leaves the two largest latencies."""
+    from simlab.experiments.metrics import P95_FROM_TWO_LARGEST
+
+    for n in (2, 5, P95_FROM_TWO_LARGEST):
+        x = np.arange(1.0, n + 1)
+        assert n - 1 <= np.percentile(x, 95) <= n
+    x = np.arange(1.0, P95_FROM_TWO_LARGEST + 2)
+    assert np.percentile(x, 95) < P95_FROM_TWO_LARGEST
+
+
+def test_few_requests_warning_on_the_median_run():
+    from simlab.experiments.metrics import P95_FROM_TWO_LARGEST, few_requests_warning
+
+    rows = [{"interactive_completed": n} for n in (3, 500, P95_FROM_TWO_LARGEST)]  # median 21
+    said = few_requests_warning(rows, "run")
+    assert said is not None and "the median run completes 21 interactive requests (of 3 runs)" in said
+    assert "duration_ms" in said
+    rows = [{"interactive_completed": n} for n in (3, 500, P95_FROM_TWO_LARGEST + 1)]  # median 22
+    assert few_requests_warning(rows, "run") is None
+    one = few_requests_warning([{"interactive_completed": 1}, {"interactive_completed": None}], "selection run")
+    assert one is not None and "the median selection run completes 1 interactive request (of 1 runs)" in one
+    assert few_requests_warning([{"policy": "x"}], "run") is None  # nothing counted: nothing said

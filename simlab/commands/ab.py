@@ -54,6 +54,7 @@ def main(args) -> int:
 
     from simlab.decision.frontier import cap_beyond_backend, caps_note
     from simlab.experiments.ab import run_ab, store
+    from simlab.experiments.metrics import few_requests_warning
     from simlab.reporting.blocks.ab import terminal_table, write_report
     from simlab.reporting.figures.ab import ab_figures
     from simlab.reporting.words import ab_verdict, cap_beyond_backend as beyond_text
@@ -80,6 +81,8 @@ def main(args) -> int:
     record = store(record, out)
     write_report(record, out)
     if (w := bound_warning(scenario, record.bounds)) is not None:
+        warn(w)
+    if (w := few_requests_warning([r.values for r in record.runs], "run")) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(record))

@@ -27,6 +27,7 @@ from simlab.decision.frontier import backend_slots, decide_specs, exported_optio
 from simlab.decision.racing import arms_of, best_of, race
 from simlab.decision.rule import judge
 from simlab.errors import InputError
+from simlab.experiments.metrics import few_requests_warning
 from simlab.experiments.plan import NO_BATCH, Measurements, Plan, bound_specs
 from simlab.experiments.runner import pooled
 from simlab.experiments.stats import mean_ci
@@ -84,6 +85,8 @@ def run_decide(scenario: Scenario, base: SchedulerOptions, out: Path, *, trials:
         if not raced.stable or following is None or following > ceiling:
             break
         n_trials = following
+    if warn is not None and (few := few_requests_warning(plan.measured.metrics.values(), "selection run")):
+        warn(few)
     by = {a.label: a for a in raced.arms}
     best_static = best_of(raced.arms, "static", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)
     best_adaptive = best_of(raced.arms, "adaptive", rule, by.get(reference), defaults, raced.bound_p95, scenario.slo_p95_ms)

@@ -66,6 +66,26 @@ GATEWAY_COLUMNS = (
 LIFECYCLE_FILL = {"batch_deadline_share": math.nan, "wasted_tokens": 0, "wasted_ms": 0.0, "timeouts": 0, "evictions": 0}
 
 
+# With n <= 21 latencies, a P95 (np.percentile, linear) lies between the two largest: the run's P95 is then
+# its slowest requests, not a tail of many.
+P95_FROM_TWO_LARGEST = 21
+
+
+def few_requests_warning(runs, where: str) -> str | None:
+    """A warning when the median of `runs` (metric rows) completes so few interactive requests that its P95 is
+    little more than its slowest one; None otherwise, or when no row counts its requests."""
+    counts = sorted(r["interactive_completed"] for r in runs if r.get("interactive_completed") is not None)
+    if not counts:
+        return None
+    mid = len(counts) // 2
+    median = counts[mid] if len(counts) % 2 else (counts[mid - 1] + counts[mid]) / 2
+    if median > P95_FROM_TWO_LARGEST:
+        return None
+    return (f"few requests: the median {where} completes {median:g} interactive request{'' if median == 1 else 's'} (of {len(counts)} runs); "
+            f"with {P95_FROM_TWO_LARGEST} or fewer a run's P95 lies between its two slowest requests, so every P95 "
+            "compared here rests on a handful of requests. Lengthen duration_ms or add interactive traffic.")
+
+
 def metric_columns(rows) -> list[str]:
     """The summary columns of these rows: SUMMARY_COLUMNS, then the engine's columns (ENGINE_COLUMNS) and the
     lifecycle ones (LIFECYCLE_COLUMNS) and the gateway's (GATEWAY_COLUMNS) when any row has them."""

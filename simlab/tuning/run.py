@@ -209,6 +209,7 @@ def _baseline(ctx: TuneContext, folder: Path, workers: int, progress: bool, say:
     both kinds of work, the batch-absent ones (their interactive P95: the floor no options go below), made in
     `folder` or read from it; a warning when the floor or the capacity leaves the SLO out of reach."""
     from simlab.experiments import capacity
+    from simlab.experiments.metrics import few_requests_warning
     from simlab.experiments.plan import NO_BATCH, ArmSpec, Plan
     from simlab.world.conditions import split
 
@@ -224,6 +225,8 @@ def _baseline(ctx: TuneContext, folder: Path, workers: int, progress: bool, say:
         p95 = (float(ran[(NO_BATCH, c, s)]["interactive_p95_ms"]) for c, s in ctx.units())
         floor = [v for v in p95 if math.isfinite(v)]
     above = bool(floor) and sum(floor) / len(floor) > scenario.slo_p95_ms
+    if (few := few_requests_warning((ran[("reference", c, s)] for c, s in ctx.units()), "search run")) is not None:
+        say(few)
     if above:
         say(f"capacity: with batch work absent, interactive P95 is already {sum(floor) / len(floor):,.0f} ms (mean "
             f"over {len(floor)} search runs), above the SLO ({scenario.slo_p95_ms:,.0f} ms): no scheduler can meet "
