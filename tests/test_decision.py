@@ -436,6 +436,24 @@ def test_decide_cli_exports_the_static_cap_the_traffic_needs(decided):
     assert (out / "report.md").read_text().splitlines()[2] == f"> ✅ **{proc.stdout.splitlines()[0]}**"
 
 
+def test_each_sentence_quotes_the_required_throughput_of_the_units_it_speaks_of(decided):
+    """The selection sentence's 'required 0.9 x static-3 (N jobs/min)' is the reference on the selection units,
+    the confirmation sentence's on the fresh units: two measurements, each where it was made."""
+    from simlab.experiments.tables import fmt_num
+    from simlab.records import load
+    from simlab.reporting.words import decide_sentences
+
+    _, out = decided
+    rec = load(out / "result.json", "decide")
+    sel, conf = rec.arm(rec.reference), rec.arm(rec.reference, confirmation=True)
+    need = [fmt_num(rec.throughput_fraction * a.throughput.mean) for a in (sel, conf)]
+    assert need[0] != need[1]  # else the test could not tell them apart
+    text = " ".join(decide_sentences(rec))
+    head, _, tail = text.partition("fresh confirmation units")
+    assert f"the required 0.9 x {rec.reference} ({need[0]} jobs/min)" in head and need[1] not in head
+    assert f"the required 0.9 x {rec.reference} ({need[1]} jobs/min)" in tail
+
+
 def test_report_renders_a_decide_folder_and_changes_none_of_its_files(decided, tmp_path):
     from tests.helpers import simlab
 

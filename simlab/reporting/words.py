@@ -443,9 +443,10 @@ def margins_text(r) -> str:
     return f"P95 {pct(r.p95_margin)}, throughput {pct(r.throughput_margin)}"
 
 
-def required_text(r) -> str:
-    """'0.9 x static-6 (550 jobs/min)' from the reference arm's throughput on the units reported."""
-    ref = r.arm(r.reference, confirmation=bool(r.confirmation)) or r.arm(r.reference)
+def required_text(r, confirmation: bool) -> str:
+    """'0.9 x static-6 (550 jobs/min)' from the reference arm's throughput on the units the sentence speaks of:
+    the confirmation units (where the reference ran there) or the selection units."""
+    ref = (r.arm(r.reference, confirmation=True) if confirmation else None) or r.arm(r.reference)
     need = f" ({fmt_num(r.throughput_fraction * ref.throughput.mean)} jobs/min)" if ref is not None else ""
     return f"{r.throughput_fraction:g} x {r.reference}{need}"
 
@@ -500,7 +501,7 @@ def _slo_text(r, c) -> str:
 def constraint_text(r) -> str:
     """What the rule's feasibility asks of an arm, as a verb phrase ('keep interactive P95 under 9,050 ms (...)')."""
     if r.rule == "constrained":
-        return f"deliver the required {required_text(r)}" if r.reference else "meet the rule's constraint"
+        return f"deliver the required {required_text(r, False)}" if r.reference else "meet the rule's constraint"
     bound = (f" (the batch-absent bound x {1 + r.bound_tolerance:g}, since no arm can meet the "
              f"{fmt_num(r.slo_p95_ms)} ms SLO)" if r.limit_kind == "bound" else "")
     return f"keep interactive P95 under {fmt_num(r.limit_ms)} ms{bound}"
@@ -520,9 +521,9 @@ def trade_text(r, other: str | None) -> str:
         parts.append(f"{name} {ci(d, unit, sign=True)}" + ("" if _excludes_zero(d) else " (no measurable difference)"))
     text = f"against the choice, {arm_name(r, other)} has " + " and ".join(parts)
     if r.rule == "constrained" and a.feasible == "no" and r.reference:
-        text += (f"; at {fmt_num(a.throughput.mean)} jobs/min it misses the required {required_text(r)}"
+        text += (f"; at {fmt_num(a.throughput.mean)} jobs/min it misses the required {required_text(r, conf)}"
                  if a.required_margin is None or a.required_margin.mean < 0 else
-                 f"; its throughput is not shown to meet the required {required_text(r)}")
+                 f"; its throughput is not shown to meet the required {required_text(r, conf)}")
     elif r.rule == "slo" and a.feasible == "no" and r.limit_ms is not None:
         text += f"; it is shown above the {fmt_num(r.limit_ms)} ms P95 limit"
     elif a.feasible == "undecided":
@@ -537,7 +538,7 @@ def _excludes_zero(i) -> bool:
 def decide_headline(r) -> str:
     """The answer in one sentence: what to deploy, or why nothing is."""
     if r.choice is None:
-        what = (f"batch throughput at {required_text(r)}" if r.rule == "constrained" else
+        what = (f"batch throughput at {required_text(r, False)}" if r.rule == "constrained" else
                 f"interactive P95 under {fmt_num(r.limit_ms)} ms" + (" (the batch-absent bound, since no arm can meet "
                                                                       "the SLO)" if r.limit_kind == "bound" else ""))
         kept = [a for a in r.selection if a.family != "baseline" and a.constraint in ("yes", "undecided")]
@@ -691,8 +692,9 @@ def decide_sentences(r) -> list[str]:
              else "On the A/B's seeds (no confirmation units)")
     thr = f"{ci(c.throughput, 'jobs/min')}"
     if r.rule == "constrained" and r.reference and c.required_margin is not None:
-        thr += (f", above the required {required_text(r)}" if c.required_margin.mean >= 0 else
-                f", within the {pct(r.throughput_margin)} margin of the required {required_text(r)}")
+        required = required_text(r, bool(r.confirmation_units))
+        thr += (f", above the required {required}" if c.required_margin.mean >= 0 else
+                f", within the {pct(r.throughput_margin)} margin of the required {required}")
     out.append(f"{where}: P95 {ci(c.p95, 'ms')}, {_slo_text(r, c)}; {thr}.")
     versus = r.best_adaptive if r.arm(r.choice).family == "static" else r.best_static
     trade = trade_text(r, versus)
