@@ -493,6 +493,27 @@ def test_a_per_condition_contradiction_blocks_the_export():
     assert _uniform_contradiction(alone) == ["static-5"]  # contradicted: exit 3
 
 
+def test_the_per_condition_sentences_list_conditions_apart_from_arms():
+    """'On a and b, static-5 dominates the choice': the conditions are a list of their own, not run into the arms."""
+    from types import SimpleNamespace
+
+    from simlab.records import ConditionCheck, Interval
+    from simlab.reporting.words import condition_sentences
+
+    i = Interval(1.0, 0.5, 1.5)
+    r = SimpleNamespace(selection=[], per_condition=[
+        ConditionCheck("a", 5, i, i, ["static-5", "aimd-tuned"], [], None),
+        ConditionCheck("b", 5, i, i, ["static-5", "aimd-tuned"], [], None),
+        ConditionCheck("c", 5, i, i, ["holdback-defaults"], [], None),
+        ConditionCheck("d", 5, i, i, [], ["holdback-defaults"], None),
+        ConditionCheck("e", 5, i, i, [], ["holdback-defaults"], None)])
+    assert condition_sentences(r) == [
+        "On a and b, static-5 and aimd-tuned dominate the choice and are shown worse on no other held-out condition: "
+        "the pooled pick is contradicted there; not exported.",
+        "On c, holdback-defaults dominates the choice, but on d and e it is worse than it beyond a margin: a fixed "
+        "setting trades one condition for another."]
+
+
 def test_exhaustive_measures_every_arm_on_every_unit_and_stops_where_racing_does(tmp_path):
     """--exhaustive differs from racing only by what racing leaves unmeasured: the same rounds judged the same way
     (tiny-decide is settled in the first round, before the budget of 3 seeds), on every arm and unit measured."""

@@ -418,7 +418,11 @@ def arms_text(r, labels: list[str]) -> str:
     parts = []
     if caps:
         parts.append(("static cap " if len(caps) == 1 else "static caps ") + caps_text(caps))
-    parts += rest
+    return listed(parts + rest)
+
+
+def listed(parts: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
     return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -736,11 +740,11 @@ def condition_sentences(r) -> list[str]:
         many = len(arms) > 1
         who = arms_text(r, arms)
         if lost:
-            out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice, but on "
-                       f"{', '.join(lost)} {'they are' if many else 'it is'} worse than it beyond a margin: a fixed "
+            out.append(f"On {listed(list(where))}, {who} {'dominate' if many else 'dominates'} the choice, but on "
+                       f"{listed(list(lost))} {'they are' if many else 'it is'} worse than it beyond a margin: a fixed "
                        "setting trades one condition for another.")
         else:
-            out.append(f"On {', '.join(where)}, {who} {'dominate' if many else 'dominates'} the choice and "
+            out.append(f"On {listed(list(where))}, {who} {'dominate' if many else 'dominates'} the choice and "
                        f"{'are' if many else 'is'} shown worse on no other held-out condition: the pooled pick is "
                        "contradicted there; not exported.")
     return out
