@@ -553,3 +553,17 @@ def test_the_why_names_undecided_arms_counted_on_their_point_estimates():
                              "(undecided arms counted on their point estimates)")
     undecided.tie = "equivalent"  # shown within the margin: nothing to qualify
     assert words._why(r) == "the highest throughput of those within the P95 margin"
+
+
+def test_an_undecided_arm_left_out_of_the_tie_set_says_so_in_its_standing():
+    """An undecided arm whose point estimate lies beyond the margin is not counted in the tie set, so it has no
+    standing on the second axis: its cell says why, never an empty '2nd axis:'."""
+    from types import SimpleNamespace
+
+    from simlab.reporting.blocks.decide import standing_cell
+
+    arm = SimpleNamespace(family="aimd", feasible="yes", tie="undecided", second="")
+    cell = standing_cell(arm)
+    assert (cell.text, cell.sub) == ("undecided", "not counted: its estimate is beyond the margin")
+    counted = standing_cell(SimpleNamespace(family="aimd", feasible="yes", tie="undecided", second="leader"))
+    assert counted.sub.startswith("2nd axis: ") and counted.sub != "2nd axis: "

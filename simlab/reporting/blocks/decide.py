@@ -44,7 +44,12 @@ def standing_cell(a, r=None) -> Cell:
     if a.feasible == "undecided":
         return Cell("feasibility undecided")
     tie = STANDING_WORDS.get(a.tie, a.tie)
-    sub = "" if a.tie not in ("leader", "equivalent", "undecided") else f"2nd axis: {STANDING_WORDS.get(a.second, a.second)}"
+    if a.tie not in ("leader", "equivalent", "undecided"):
+        sub = ""
+    elif not a.second:  # undecided, its point estimate beyond the margin: the rule leaves it out of the tie set
+        sub = "not counted: its estimate is beyond the margin"
+    else:
+        sub = f"2nd axis: {STANDING_WORDS.get(a.second, a.second)}"
     return Cell(tie, sub, PASS if a.tie in ("leader", "equivalent") else None)
 
 
