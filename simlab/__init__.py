@@ -9,9 +9,9 @@ Time is in milliseconds everywhere. The Python API (simlab/api.py) loads on firs
 
 from simlab.version import __version__
 
-__all__ = ["__version__", "ab", "decide", "load", "tune"]
+__all__ = ["__version__", "SimlabWarning", "ab", "decide", "load", "tune"]
 
-_API = ("ab", "decide", "load", "tune")
+_API = ("SimlabWarning", "ab", "decide", "load", "tune")
 
 
 def __getattr__(name: str):

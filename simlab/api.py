@@ -10,9 +10,34 @@ docs/python-api.md has examples that a test runs.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from simlab.errors import InputError
+
+
+class SimlabWarning(UserWarning):
+    """What the commands print as `warning: ...` (the traffic beyond the backend's capacity, too few requests a
+    run for a P95, a default outside its searched range), issued by the Python API through `warnings`."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, SimlabWarning, stacklevel=2)
+
+
+def _capacity(scenario, held_out: bool = False) -> None:
+    """The commands' capacity check before any run: the scenario's traffic and, for decide, each held-out
+    condition's."""
+    from simlab.experiments.capacity import check
+
+    worlds = [(None, scenario)]
+    if held_out:
+        from simlab.world.conditions import split
+
+        worlds += [(f"held-out condition {c.name}", c.apply(scenario)) for c in split(scenario)[1] if c.name != "base"]
+    for label, world in worlds:
+        for message in check(world).warnings():
+            _warn(f"{label}: {message}" if label else message)
 
 
 def _scenario(scenario):
@@ -41,14 +66,22 @@ def ab(scenario, *, policies=None, seed: int | None = None, replications: int | 
     verdict is judged too (record.verdict; its DecideRecord is decision.json in `out`). `out=None` writes nothing."""
     from simlab.experiments.ab import run_ab, store
 
+    from simlab.commands.common import bound_warning
+    from simlab.experiments.metrics import few_requests_warning
+
     s = _scenario(scenario)
     opts = _options(s, options, None)
     policies = list(policies or s.experiment.policies)
     first = s.experiment.seed if seed is None else seed
     seeds = list(range(first, first + (replications or s.experiment.replications)))
     out = None if out is None else Path(out)
+    _capacity(s)
     record = run_ab(s, opts, policies, seeds, out, workers, baseline if baseline in policies else policies[0],
                     progress=progress)
+    for message in (bound_warning(s, record.bounds),
+                    few_requests_warning(record.rows, "run")):
+        if message is not None:
+            _warn(message)
     if frontier:
         from simlab.decision.ab import ab_decision
         from simlab.reporting.words import ab_verdict
@@ -87,8 +120,9 @@ def decide(scenario, *, trials: int | None = None, max_trials: int | None = None
     s = _scenario(scenario)
     folder = Path(out) if out is not None else Path("results") / s.name / "decide"
     workers = usable_cores() if workers is None else workers
+    _capacity(s, held_out=True)
     record = run_decide(s, _options(s, options, "adaptive"), folder, trials=trials, replications=replications,
-                        workers=workers, progress=progress, exhaustive=exhaustive, max_trials=max_trials)
+                        workers=workers, progress=progress, exhaustive=exhaustive, max_trials=max_trials, warn=_warn)
     if figures:
         from simlab.reporting.figures.decision import decision_figures
 
@@ -110,9 +144,10 @@ def tune(scenario, *, trials: int | None = None, options=None, out: str | Path |
     s = _scenario(scenario)
     folder = Path(out) if out is not None else Path("results") / s.name / "tune"
     started = time.perf_counter()
+    _capacity(s)
     try:
         record = run_tune(s, _options(s, options, "adaptive"), folder, trials=trials, workers=workers, mode=mode,
-                          objective=objective, force=force, progress=progress)
+                          objective=objective, force=force, progress=progress, warn=_warn)
     except Refused as refused:  # nothing exported, but the study's report and figures are written, as by the command
         render(refused.record, folder, time.perf_counter() - started, quiet=True)
         raise

@@ -28,3 +28,29 @@ def test_version_flag():
 
     out = subprocess.run([sys.executable, "-m", "simlab", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"simlab {__version__}"
+
+
+def test_the_api_warns_where_the_commands_print_a_warning(tmp_path):
+    """A notebook sees what the command prints as 'warning: ...', as a SimlabWarning: too few requests a run for a
+    P95 (ab's runs, decide's selection runs), and the traffic beyond the backend's capacity; nothing on traffic
+    that has neither."""
+    import warnings
+
+    import pytest
+
+    import simlab
+
+    tiny = ROOT / "docs" / "examples" / "tiny.toml"
+    short = tmp_path / "short.toml"
+    short.write_text(tiny.read_text().replace("duration_ms = 8_000", "duration_ms = 1_000"))
+    with pytest.warns(simlab.SimlabWarning, match="few requests: the median run completes"):
+        simlab.ab(short, replications=2, frontier=False)
+    with pytest.warns(simlab.SimlabWarning, match="few requests: the median selection run completes"):
+        simlab.decide(short, trials=0, replications=2, workers=1, out=tmp_path / "decide")
+    overload = tmp_path / "overload.toml"
+    overload.write_text(tiny.read_text().replace("rate_per_s = 8", "rate_per_s = 80"))
+    with pytest.warns(simlab.SimlabWarning, match="capacity: .*utilisation"):
+        simlab.ab(overload, policies=["static"], replications=2, frontier=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", simlab.SimlabWarning)
+        simlab.ab(tiny, policies=["static"], replications=2, frontier=False)

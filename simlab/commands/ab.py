@@ -82,7 +82,7 @@ def main(args) -> int:
     write_report(record, out)
     if (w := bound_warning(scenario, record.bounds)) is not None:
         warn(w)
-    if (w := few_requests_warning([r.values for r in record.runs], "run")) is not None:
+    if (w := few_requests_warning(record.rows, "run")) is not None:
         warn(w)
     print(f"{scenario.name}: {len(policies)} policies x {len(run_seeds)} seeds, means with 95% CIs\n")
     print(terminal_table(record))
