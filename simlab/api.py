@@ -64,9 +64,8 @@ def ab(scenario, *, policies=None, seed: int | None = None, replications: int | 
        figures: bool = False, progress: bool = False):
     """`simlab ab`: every policy on common seeds; returns the AbRecord. With `frontier`, the static frontier's
     verdict is judged too (record.verdict; its DecideRecord is decision.json in `out`). `out=None` writes nothing."""
-    from simlab.experiments.ab import run_ab, store
-
     from simlab.commands.common import bound_warning
+    from simlab.experiments.ab import run_ab, store
     from simlab.experiments.metrics import few_requests_warning
 
     s = _scenario(scenario)

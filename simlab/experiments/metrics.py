@@ -81,7 +81,8 @@ def few_requests_warning(runs, where: str) -> str | None:
     median = counts[mid] if len(counts) % 2 else (counts[mid - 1] + counts[mid]) / 2
     if median > P95_FROM_TWO_LARGEST:
         return None
-    return (f"few requests: the median {where} completes {median:g} interactive request{'' if median == 1 else 's'} (of {len(counts)} runs); "
+    requests = "request" if median == 1 else "requests"
+    return (f"few requests: the median {where} completes {median:g} interactive {requests} (of {len(counts)} runs); "
             f"with {P95_FROM_TWO_LARGEST} or fewer a run's P95 lies between its two slowest requests, so every P95 "
             "compared here rests on a handful of requests. Lengthen duration_ms or add interactive traffic.")
 
