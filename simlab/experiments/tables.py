@@ -6,10 +6,13 @@ import math
 
 
 def fmt_num(x, digits: int = 1) -> str:
-    """A number as tables show it: thousands separated, whole from 100 up, `digits` decimals below.
+    """A number as tables show it: thousands separated, whole from 100 up, `digits` decimals below; a nonzero
+    value that would read as 0.0 there (from 1e-6 up), with two significant digits, so its sign and size show.
 
     >>> fmt_num(1234567.8), fmt_num(42.25), fmt_num(3.0), fmt_num(float("nan")), fmt_num(True)
     ('1,234,568', '42.2', '3', '–', 'yes')
+    >>> fmt_num(-0.0312), fmt_num(0.049), fmt_num(0.05), fmt_num(1e-9)
+    ('-0.031', '0.049', '0.1', '0.0')
     """
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
@@ -19,6 +22,8 @@ def fmt_num(x, digits: int = 1) -> str:
         return f"{int(x):,}"
     if abs(x) >= 100:
         return f"{x:,.0f}"
+    if abs(x) >= 1e-6 and round(x, digits) == 0:
+        return f"{x:.{1 - math.floor(math.log10(abs(x)))}f}"
     return f"{x:,.{digits}f}"
 
 
