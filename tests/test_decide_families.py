@@ -672,3 +672,28 @@ def test_too_few_requests_for_a_p95_is_said_once_for_the_search_and_once_for_the
     proc = simlab("decide", tmp_path / "short.toml", "--trials", "0", "--replications", "2", "--workers", "1",
                   "--out", tmp_path / "decide", "--quiet")
     assert proc.stderr.count("few requests:") == 1 and "the median selection run completes" in proc.stderr
+
+
+def test_the_answer_says_why_the_searches_stopped_growing():
+    """decide stops doubling the searches at --max-trials, or where the answer is not settled on the selection
+    seeds (seeds come first): the sentence names the reason that held, never the ceiling when it was not reached."""
+    from types import SimpleNamespace
+
+    from simlab.records import BudgetStep
+    from simlab.reporting.words import steps_sentence
+
+    def rec(steps, needed, ceiling):
+        return SimpleNamespace(budget_steps=[BudgetStep(t, "x", ["x"], settled, why) for t, settled, why in steps],
+                               trials_needed=needed, max_trials=ceiling)
+
+    unsettled = "the answer is not settled on the selection seeds, and an unsettled answer asks for seeds before trials"
+    assert steps_sentence(rec([(10, False, "start-up")], 20, 80)) == (
+        f"The searches were not grown past 10 trials per family: {unsettled}.")
+    assert steps_sentence(rec([(10, True, "start-up")], 20, 10)) == (
+        "The searches were not grown past 10 trials per family: the 20 that would tell is more than --max-trials (10).")
+    assert steps_sentence(rec([(10, True, "tie-set"), (20, False, "tie-set")], 40, 80)).endswith(
+        f"(10 → 20 trials); at 20 {unsettled}.")
+    assert steps_sentence(rec([(10, True, "tie-set"), (20, True, "tie-set")], 40, 20)).endswith(
+        "(10 → 20 trials), up to --max-trials (20).")
+    assert steps_sentence(rec([(10, True, "tie-set"), (20, True, "")], None, 80)).endswith(
+        "(10 → 20 trials); at 20 it does not, and this is that budget's answer.")

@@ -889,18 +889,26 @@ def steps_sentence(r) -> str | None:
     if not steps or not steps[0].why or r.max_trials is None:
         return None
     first, last = steps[0], steps[-1]
+    # decide stops growing at the ceiling, or where the answer is not settled on the selection seeds
+    beyond = r.trials_needed is not None and r.trials_needed > r.max_trials
+    unsettled = ("the answer is not settled on the selection seeds, and an unsettled answer asks for seeds before "
+                 "trials")
     if len(steps) == 1:
         if not r.trials_needed:
             return None
-        return (f"The searches were not grown past {first.trials} trials per family: the {r.trials_needed} that "
-                f"would tell is more than --max-trials ({r.max_trials}).")
+        if beyond:
+            return (f"The searches were not grown past {first.trials} trials per family: the {r.trials_needed} "
+                    f"that would tell is more than --max-trials ({r.max_trials}).")
+        return f"The searches were not grown past {first.trials} trials per family: {unsettled}."
     chain = " → ".join(str(s.trials) for s in steps)
     text = (f"At {first.trials} trials per family the answer hung on the tuning budget "
             f"({BUDGET_CASES.get(first.why, first.why)}), so decide doubled every search ({chain} trials)")
     if not last.why:
         text += f"; at {last.trials} it does not, and this is that budget's answer"
-    else:
+    elif beyond:
         text += f", up to --max-trials ({r.max_trials})"
+    else:
+        text += f"; at {last.trials} {unsettled}"
     return text + "."
 
 
