@@ -203,12 +203,20 @@ def race(plan: Plan, specs: list[ArmSpec], bounds: list[ArmSpec], rule, referenc
                            bound, slo_ms) if waiting else None
             joining = refine(statics, waiting, outcome, frozen, best)
             if not joining:
-                break
-            waiting -= {s.label for s in joining}
+                stable = outcome.settled or unchanged(rounds, outcome, refined, n, budget, len(plan.conditions))
+                # "unchanged since the round before" says nothing of the arms stopped after that round: they
+                # have no units of this one. Measured on them before the stop counts (what --exhaustive sees)
+                joining = [] if outcome.settled or not stable else [
+                    s for s in specs if s.label in frozen and frozen[s.label].round == k - 1]
+                if not joining:
+                    break
+                for s in joining:
+                    del frozen[s.label]
+            else:
+                waiting -= {s.label for s in joining}
+                refined = True
             live += joining
-            refined = True
             plan.run(joining)  # on every unit so far: compared on the same units as the others
-        stable = outcome.settled or unchanged(rounds, outcome, refined, n, budget, len(plan.conditions))
         rounds.append(Round(n, len(specs) if exhaustive else len(live), plan.runs - before, outcome.choice,
                             outcome.tie_set, stable))
         done = n
