@@ -567,3 +567,60 @@ def test_an_undecided_arm_left_out_of_the_tie_set_says_so_in_its_standing():
     assert (cell.text, cell.sub) == ("undecided", "not counted: its estimate is beyond the margin")
     counted = standing_cell(SimpleNamespace(family="aimd", feasible="yes", tie="undecided", second="leader"))
     assert counted.sub.startswith("2nd axis: ") and counted.sub != "2nd axis: "
+
+
+from simlab.experiments.plan import P95 as P95_RUN, THR as THR_RUN  # noqa: E402  (the runs' metric names)
+
+
+class _Table:
+    """A plan (simlab.experiments.plan.Plan's interface to racing) whose runs are read from a table: label ->
+    per-seed (P95, throughput), on one condition."""
+
+    def __init__(self, table):
+        from simlab.experiments.plan import Measurements
+
+        self.table, self.measured, self.runs = table, Measurements(), 0
+        self.conditions = [type("C", (), {"name": "c"})()]
+
+    def add_seeds(self, seeds):
+        new = [("c", s) for s in seeds if ("c", s) not in self.measured.units]
+        self.measured.units.extend(new)
+        return new
+
+    def run(self, arms, units=None):
+        for a in arms:
+            for c, s in (self.measured.units if units is None else units):
+                if (a.label, c, s) not in self.measured.metrics:
+                    p95, thr = self.table[a.label][s]
+                    self.measured.metrics[(a.label, c, s)] = {P95_RUN: p95, THR_RUN: thr}
+                    self.runs += 1
+        return self.measured
+
+
+def test_an_unchanged_answer_stops_only_once_the_arms_stopped_the_round_before_are_measured_on_this_one():
+    """static-5 is shown out of the tie set on 8 seeds and stops being measured; its last 2 seeds of 10 bring it
+    back. 'Unchanged from 8 to 10 seeds' said nothing of it: it is measured on the last round before such a stop
+    counts, so racing gives what --exhaustive gives (the tie set changed: not settled). Without that, racing
+    stopped at 10 seeds as settled, static-5 out and static-4 chosen."""
+    from simlab.decision.racing import race
+    from simlab.experiments.plan import ArmSpec
+
+    opts = options_from_dict(dict(DEFAULTS, policy="static"))
+    rng = np.random.default_rng(11)
+    base = 1000 + rng.normal(0, 5, 10)
+    thr = lambda mean: mean + rng.normal(0, 0.5, 10)  # noqa: E731
+    swing = np.array([40, -40, 35, -35, 40, -40, 35, -35, 40, -40.0])  # 1.5% above the leader, never told apart
+    lift = np.array([0.06, -0.02, 0.05, -0.01, 0.20, 0.19, 0.21, 0.20, -0.45, -0.50])  # out on 8 seeds, not on 10
+    table = {"static-3": list(zip(base, thr(100))), "static-4": list(zip(base * 1.015 + swing, thr(110))),
+             "static-5": list(zip(base * (1 + lift), thr(100)))}
+    specs = [ArmSpec(k, opts.with_changes(batch_min_concurrency=int(k[-1]), batch_max_concurrency=int(k[-1])),
+                     "static", cap=int(k[-1])) for k in table]
+    raced = race(_Table(table), specs, [], Decision(), "static-3", DEFAULTS, 5000.0, 0, 10)
+    every = race(_Table(table), specs, [], Decision(), "static-3", DEFAULTS, 5000.0, 0, 10, exhaustive=True)
+    assert [(r.seeds, r.tie_set) for r in raced.rounds] == [
+        (4, ["static-3", "static-4", "static-5"]), (8, ["static-3", "static-4"]),
+        (10, ["static-3", "static-4", "static-5"])]
+    assert [(r.seeds, r.choice, r.tie_set) for r in raced.rounds] == [
+        (r.seeds, r.choice, r.tie_set) for r in every.rounds]
+    assert not raced.stable and not every.stable and raced.outcome.choice == every.outcome.choice == "static-3"
+    assert not raced.frozen  # static-5 was measured on the last round

@@ -13,7 +13,8 @@ only, for the record; the reference arm and the bounds the rule reads run in eve
 Racing also stops when the tie set and the choice are the same after two rounds in a row (the answer has stopped
 changing) even though some arms are still undecided, unless the budget's remaining seeds are expected to decide
 those arms (at the effects measured): an answer the budget can still settle is not called stable before it is
-spent. The record says which criterion ended it.
+spent. Such a stop counts only once the arms stopped after the round before are measured on this round's units
+(with none of them, "unchanged" says nothing of those arms). The record says which criterion ended it.
 
 A long static frontier is refined rather than swept (`coarse_caps`): round 0 measures every cap up to 4 and a
 geometric grid above (ratio 1.4, the top and the reference cap always in); after each judgement, the cap halfway
