@@ -28,16 +28,11 @@ def _warn(message: str) -> None:
 def _capacity(scenario, held_out: bool = False) -> None:
     """The commands' capacity check before any run: the scenario's traffic and, for decide, each held-out
     condition's."""
-    from simlab.experiments.capacity import check
+    from simlab.commands.common import capacity_check, held_out_capacity_check
 
-    worlds = [(None, scenario)]
+    capacity_check(scenario, say=_warn)
     if held_out:
-        from simlab.world.conditions import split
-
-        worlds += [(f"held-out condition {c.name}", c.apply(scenario)) for c in split(scenario)[1] if c.name != "base"]
-    for label, world in worlds:
-        for message in check(world).warnings():
-            _warn(f"{label}: {message}" if label else message)
+        held_out_capacity_check(scenario, say=_warn)
 
 
 def _scenario(scenario):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from simlab.commands.common import (
-    MAX_SEEDS, at_most, both_classes, capacity_check, nonnegative, out_dir, positive, scenario_options, warn,
+    MAX_SEEDS, at_most, both_classes, capacity_check, held_out_capacity_check, nonnegative, out_dir, positive, scenario_options, warn,
 )
 from simlab.errors import InputError
 
@@ -64,12 +64,9 @@ def main(args) -> int:
     from simlab.reporting import words
     from simlab.reporting.blocks.decide import terminal, write_report
     from simlab.reporting.figures.decision import decision_figures
-    from simlab.world.conditions import split
 
     capacity_check(scenario)
-    for cond in split(scenario)[1]:  # held-out conditions may carry more load than the scenario itself
-        if cond.name != "base":
-            capacity_check(cond.apply(scenario), label=f"held-out condition {cond.name}")
+    held_out_capacity_check(scenario)
     if (note := caps_note(base, scenario)) is not None:
         warn(note)
     if (beyond := cap_beyond_backend(base, scenario)) is not None:

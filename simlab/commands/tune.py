@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from simlab.commands.common import both_classes, capacity_check, out_dir, positive, scenario_options, warn
+from simlab.commands.common import both_classes, capacity_check, held_out_capacity_check, out_dir, positive, scenario_options, warn
 
 
 def register(sub) -> None:
@@ -43,12 +43,11 @@ def main(args) -> int:
     workers = positive(args.workers, "--workers")
     base = scenario_options(scenario, args.options, "adaptive")
     capacity_check(scenario)
-    from simlab.tuning.run import Refused, check_units, run_tune, split_worlds
+    from simlab.tuning.run import Refused, check_units, run_tune
 
     check_units(scenario)
 
-    for name, world in split_worlds(scenario):  # held-out conditions may carry more load than the scenario itself
-        capacity_check(world, label=f"held-out condition {name}")
+    held_out_capacity_check(scenario)
     out = out_dir(args, scenario, "tune")
     started = time.perf_counter()
     try:

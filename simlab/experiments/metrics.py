@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 
@@ -74,11 +75,10 @@ P95_FROM_TWO_LARGEST = 21
 def few_requests_warning(runs, where: str) -> str | None:
     """A warning when the median of `runs` (metric rows) completes so few interactive requests that its P95 is
     little more than its slowest one; None otherwise, or when no row counts its requests."""
-    counts = sorted(r["interactive_completed"] for r in runs if r.get("interactive_completed") is not None)
+    counts = [r["interactive_completed"] for r in runs if r.get("interactive_completed") is not None]
     if not counts:
         return None
-    mid = len(counts) // 2
-    median = counts[mid] if len(counts) % 2 else (counts[mid - 1] + counts[mid]) / 2
+    median = statistics.median(counts)
     if median > P95_FROM_TWO_LARGEST:
         return None
     requests = "request" if median == 1 else "requests"

@@ -268,13 +268,6 @@ def _finish(setup: _Setup, result, workers: int, progress: bool, validate: bool,
     return record
 
 
-def split_worlds(scenario: Scenario) -> list[tuple[str, Scenario]]:
-    """The held-out traffic conditions other than the scenario itself, as scenarios (for capacity checks)."""
-    from simlab.world.conditions import split
-
-    return [(c.name, c.apply(scenario)) for c in split(scenario)[1] if c.name != "base"]
-
-
 def _setup_identity(scenario, base, space, seeds) -> dict[str, str]:
     """What makes two studies comparable: everything but the number of trials, including the bytes of every
     file the scenario reads and simlab's code (a resumed study must not mix trials of different inputs)."""
