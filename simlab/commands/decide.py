@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from simlab.commands.common import (
-    MAX_SEEDS, at_most, both_classes, capacity_check, held_out_capacity_check, nonnegative, out_dir, positive, scenario_options, warn,
+    MAX_SEEDS, at_most, both_classes, capacity_check, held_out_capacity_check, nonnegative, out_dir, positive,
+    scenario_options, warn,
 )
 from simlab.errors import InputError
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import sys
 import time
 
-from simlab.commands.common import both_classes, capacity_check, held_out_capacity_check, out_dir, positive, scenario_options, warn
+from simlab.commands.common import (
+    both_classes, capacity_check, held_out_capacity_check, out_dir, positive, scenario_options, warn,
+)
 
 
 def register(sub) -> None:
