@@ -91,6 +91,9 @@ class Gateway:
         self.shared = c.limiter == "shared" and self.limit is not None
         self.delay = c.shared_delay_ms
         self.instances = [_Instance(i, self._policy()) for i in range(n)]
+        # one set of options for every instance: if one policy never asks for a wake, none does
+        self.policy_wakes = self.instances[0].policy.may_wake()
+        self.balancer = c.balancer
         self.balance_rng = rng_factory(seed, GATEWAY_STREAM, "balancer")
         self.next_rr = 0
         self.owner: dict[int, _Instance] = {}
@@ -144,7 +147,8 @@ class Gateway:
 
     # --- the policy interface the engine drives ----------------------------------------------------
     def may_wake(self) -> bool:
-        return True
+        # timed events come only from crashes (scheduled now) and from a shared limit seen late (retries)
+        return self.policy_wakes or bool(self.events) or (self.shared and self.delay > 0)
 
     def may_stop(self) -> bool:
         return False
@@ -154,6 +158,8 @@ class Gateway:
 
     def next_check_ms(self):
         best = self.events[0][0] if self.events else None
+        if not self.policy_wakes:
+            return best
         for inst in self.instances:
             if inst.up:
                 t = inst.policy.next_check_ms()
@@ -173,10 +179,11 @@ class Gateway:
         del inst.owned[task.index]
         del inst.sent[task.index]
         self._ended(task, inst.number)
-        out = self._admit(inst, inst.policy.finish(task))
-        if self.shared:
-            out += self._freed(inst)
-        return out
+        started = inst.policy.finish(task)
+        if not self.shared:
+            return self._admit(inst, started)
+        self._hold(inst, started)
+        return self._freed(inst)  # this instance's grants (what it just started among them), then the others'
 
     def wake(self) -> list:
         now = self.clock()
@@ -185,6 +192,8 @@ class Gateway:
         while events and events[0][0] <= now:
             _, _, kind, payload = heappop(events)
             out += getattr(self, "_on_" + kind)(payload)
+        if not self.policy_wakes:
+            return out
         for inst in self.instances:
             if inst.up:
                 t = inst.policy.next_check_ms()
@@ -219,19 +228,23 @@ class Gateway:
 
     # --- routing -------------------------------------------------------------------------------------
     def _choose(self):
-        live = [inst for inst in self.instances if inst.up]
-        if not live:
-            return None
-        balancer = self.config.balancer
+        balancer, instances, n = self.balancer, self.instances, self.n
         if balancer == "round-robin":
-            for k in range(self.n):
-                inst = self.instances[(self.next_rr + k) % self.n]
+            first = self.next_rr
+            for k in range(n):
+                inst = instances[(first + k) % n]
                 if inst.up:
-                    self.next_rr = (inst.number + 1) % self.n
+                    self.next_rr = (inst.number + 1) % n
                     return inst
+            return None
         if balancer == "random":
-            return live[int(self.balance_rng.integers(len(live)))]
-        return min(live, key=lambda inst: len(inst.owned))  # least-loaded; ties to the lowest number
+            live = [inst for inst in instances if inst.up]
+            return live[int(self.balance_rng.integers(len(live)))] if live else None
+        best, fewest = None, 0  # least-loaded; ties to the lowest number
+        for inst in instances:
+            if inst.up and (best is None or len(inst.owned) < fewest):
+                best, fewest = inst, len(inst.owned)
+        return best
 
     def _send(self, inst: _Instance, task) -> list:
         self.owner[task.index] = inst
@@ -246,43 +259,81 @@ class Gateway:
             for task in started:
                 self._sent(inst, task)
             return started
-        for task in started:
-            if task.interactive:
-                self.waiting_interactive += 1
-        inst.held += started
+        self._hold(inst, started)
         return self._grant(inst)
+
+    def _hold(self, inst: _Instance, started: list) -> None:
+        if started:
+            for task in started:
+                if task.interactive:
+                    self.waiting_interactive += 1
+            inst.held += started
 
     def _grant(self, inst: _Instance) -> list:
         """Grants in the limiter's order: the held interactive tasks, then batch, each class stopping at its first
-        refusal; sent in the policy's order (all of one call, when everything fits: as a single gateway)."""
+        refusal; sent in the policy's order (all of one call, when everything fits: as a single gateway).
+        Counted, not tried one by one: every grant moves the seen total by one, every batch grant the batch count."""
         held = inst.held
         if not held:
             return []
-        self._forget_old()
-        others_total = self.recent_sum[0] - self.recent_total[inst.number]
-        others_batch = self.recent_sum[1] - self.recent_batch[inst.number]
-        cap, granted = self.limit, set()
-        for task in held:
-            if task.interactive:
-                if self.leased - others_total >= cap:
-                    break
-                self.waiting_interactive -= 1
-                self._lease(inst, task, granted)
-        batch_cap = inst.policy.batch_cap()
-        waiting_elsewhere = self.waiting_interactive - sum(1 for t in held if t.interactive and id(t) not in granted)
-        for task in held:
-            if not task.interactive:
-                seen = self.leased - others_total
-                if (seen >= cap or self.leased_batch - others_batch >= batch_cap
-                        or seen + waiting_elsewhere >= cap):
-                    break
-                self._lease(inst, task, granted)
-        if len(granted) < len(held):
-            self._retry_when_visible(inst.number)
-        if not granted:
+        number = inst.number
+        if self.delay:
+            self._forget_old()
+        free = self.limit - self.leased + self.recent_sum[0] - self.recent_total[number]  # as this instance sees it
+        if free <= 0:  # full: neither class gets a grant
+            self._retry_when_visible(number)
             return []
-        out = [t for t in held if id(t) in granted]
-        inst.held = [t for t in held if id(t) not in granted]
+        held_interactive = 0
+        for task in held:
+            held_interactive += task.interactive
+        n_interactive = held_interactive if held_interactive <= free else free
+        self.waiting_interactive -= n_interactive
+        free -= n_interactive
+        n_batch, held_batch = 0, len(held) - held_interactive
+        if held_batch and free > 0:
+            # a batch grant also leaves room for the interactive tasks waiting elsewhere, and stays under the
+            # instance's batch cap
+            room = free - (self.waiting_interactive - (held_interactive - n_interactive))
+            seen_batch = self.leased_batch - self.recent_sum[1] + self.recent_batch[number]
+            batch_cap = inst.policy.batch_cap()
+            while n_batch < held_batch and n_batch < room and seen_batch + n_batch < batch_cap:
+                n_batch += 1
+        granted = n_interactive + n_batch
+        if not granted:
+            self._retry_when_visible(number)
+            return []
+        if granted == len(held):
+            out, inst.held = held, []
+        else:
+            out, keep, ki, kb = [], [], n_interactive, n_batch
+            for task in held:
+                if task.interactive:
+                    if ki:
+                        ki -= 1
+                        out.append(task)
+                        continue
+                elif kb:
+                    kb -= 1
+                    out.append(task)
+                    continue
+                keep.append(task)
+            inst.held = keep
+            self._retry_when_visible(number)
+        self.leased += granted
+        self.leased_batch += n_batch
+        self._note(number, granted, n_batch)
+        # in flight in the limiter's order (interactive first): a crash cancels them in that order
+        sent = inst.sent
+        if n_interactive:
+            for task in out:
+                if task.interactive:
+                    sent[task.index] = task
+        if n_batch:
+            for task in out:
+                if not task.interactive:
+                    sent[task.index] = task
+        self._count(granted)
+        self.batch_running += n_batch
         return out
 
     def _retry_when_visible(self, number: int) -> None:
@@ -296,14 +347,6 @@ class Gateway:
         if t not in self.retry_times:
             self.retry_times.add(t)
             self._at(t, "retry", t)
-
-    def _lease(self, inst: _Instance, task, granted: set) -> None:
-        granted.add(id(task))
-        batch = not task.interactive
-        self.leased += 1
-        self.leased_batch += batch
-        self._note(inst.number, 1, batch)
-        self._sent(inst, task)
 
     def _note(self, number: int, d_total: int, d_batch: int) -> None:
         if self.delay > 0:
@@ -333,7 +376,11 @@ class Gateway:
         """A lease ended: this instance tries its held tasks now, the others once they can see it (d ms)."""
         out = self._grant(inst) if inst is not None and inst.up else []
         if self.delay == 0:
-            return out + self._on_retry(None)
+            # every other instance at once; `inst` again would change nothing: a refusal stands until a lease ends
+            for other in self.instances:
+                if other is not inst and other.up and other.held:
+                    out += self._grant(other)
+            return out
         if any(other.held for other in self.instances if other is not inst):
             self._retry_at(self.clock() + self.delay)
         return out
