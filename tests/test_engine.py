@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 
+import numpy as np
 import pytest
 
 from simlab.policies import options_from_dict
@@ -116,6 +118,36 @@ def test_same_seed_same_tasks_for_every_policy():
         result = Engine(scenario, options, seed=11).run()
         draws.append(sorted((t.id, t.arrival_ms, t.service_ms) for t in result.tasks))
     assert all(d == draws[0] for d in draws)
+
+
+@pytest.mark.parametrize("name", ["seed-article", "eval-sweep", "gateway-restarts", "real-engine-priority"])
+def test_a_run_without_its_time_series_is_the_same_run(name):
+    """`series=False` (what decide and tune run): no samples, and the same tasks, summary and end, to the bit:
+    observing the policy and the backend changes none of their decisions."""
+    from pathlib import Path
+
+    from simlab.experiments.metrics import summarize
+    from simlab.scenario import load_scenario
+
+    drains = load_scenario(Path(__file__).parent.parent / "scenarios" / f"{name}.toml")
+    cut = drains.model_copy(update={"max_sim_ms": 0.7 * drains.duration_ms})  # tasks in flight at the hard stop
+    for scenario, policy in itertools.product((drains, cut), ("adaptive", "holdback", "gradient2", "aimd", "static")):
+        options = scenario.options(policy)
+        runs = []
+        for series in (True, False):
+            r = Engine(scenario, options, seed=3, series=series).run()
+            columns = {k: v for k, v in r.table.columns.items() if v is not None}
+            metrics = summarize(r, scenario.slo_p95_ms, scenario.criteria.slo_bin_ms)
+            runs.append((r, columns, metrics))
+        (kept, kept_columns, kept_metrics), (bare, bare_columns, bare_metrics) = runs
+        assert len(kept.series["t_ms"]) > 10 and len(bare.series["t_ms"]) == 0
+        if scenario is cut:
+            assert kept.end_ms >= cut.end_ms and np.isnan(kept_columns["end_ms"]).any()
+        assert bare.end_ms == kept.end_ms and bare.gateway == kept.gateway and bare.counters == kept.counters
+        assert bare_columns.keys() == kept_columns.keys()
+        for k in kept_columns:
+            assert np.array_equal(bare_columns[k], kept_columns[k], equal_nan=True), (policy, k)
+        assert repr(bare_metrics) == repr(kept_metrics), policy
 
 
 def test_ab_summary_identical_with_one_and_two_workers(tmp_path):

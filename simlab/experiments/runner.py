@@ -119,7 +119,8 @@ def execute(scenario: Scenario, job: Job, out: Path | None) -> dict:
     world = scenario_variant(scenario, job.variant)
     # No per-task file: the run keeps only the columns its summary reads, and the summary frees them as it goes.
     summary_only = not job.keep_tasks or job.tasks_format == "none"
-    result = Engine(world, job.options, job.seed, summary=summary_only).run()
+    # without files, nothing reads the time series: no samples taken
+    result = Engine(world, job.options, job.seed, summary=summary_only, series=job.keep_tasks).run()
     result.policy = job.label
     metrics = summarize(result, scenario.slo_p95_ms, scenario.criteria.slo_bin_ms, consume=summary_only)
     metrics["policy"] = job.label

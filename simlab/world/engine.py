@@ -75,9 +75,10 @@ class SimResult:
 
 class Engine:
     def __init__(self, scenario: Scenario, options: SchedulerOptions, seed: int, tasks: list[Task] | None = None,
-                 workload: Arrivals | None = None, summary: bool = False):
+                 workload: Arrivals | None = None, summary: bool = False, series: bool = True):
         """`summary=True`: the result's table keeps only what `metrics.summarize` reads (no per-task file can
-        be written from it), and a workload drawn here is dropped column by column once used."""
+        be written from it), and a workload drawn here is dropped column by column once used.
+        `series=False`: no time series (the result's is empty); the run is otherwise the same, to the bit."""
         self.scenario = scenario
         self.options = options
         self.seed = seed
@@ -101,6 +102,7 @@ class Engine:
                     workload.source = None  # nor which workload a task came from
         self.workload = workload
         self.summary = summary
+        self.keep_series = series
         self._deadlines = deadlines
         recorder = Recorder if self._lifecycle is None else LifecycleRecorder
         self.recorder = recorder(workload, summary, deadlines)
@@ -348,6 +350,22 @@ class Engine:
                 return  # nothing left that could ever happen, or the hard stop
             yield env.timeout(self.sample_ms)
 
+    def _end_checks(self) -> Event:
+        """The sampler's clock without its samples: the event that ends the run at the instant the sampler would
+        (its process's end), reached through events with the same places in SimPy's queue (time, priority, id):
+        its start, then one check per sample. Observing changes no policy's decisions, so nothing else moves."""
+        env, end, every = self.env, self.scenario.end_ms, self.sample_ms
+        stop = env.event()
+
+        def check(event) -> None:
+            if not env._queue or env._now >= end:
+                stop.succeed()  # scheduled now, as a finished process is
+            else:
+                heappush(env._queue, (env._now + every, NORMAL, next(env._eid), event))  # as env.timeout(every)
+
+        heappush(env._queue, (env._now, URGENT, next(env._eid), Fire(check, None)))  # as the process's Initialize
+        return stop
+
     def run(self) -> SimResult:
         env, w = self.env, self.workload
         # memoryviews: indexing returns a Python float as fast as a list does, with no copy of the column
@@ -382,7 +400,7 @@ class Engine:
             if isinstance(w.arrivals, ClosedLoop):
                 for u in range(w.arrivals.users):
                     self._start_user(ClosedLoopUser(self.scenario, self.seed, wi, u))
-        sampler = env.process(self._sampler())
+        sampler = env.process(self._sampler()) if self.keep_series else self._end_checks()
         try:
             run_until(env, sampler)
         except _Endless as exc:
