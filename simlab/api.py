@@ -28,11 +28,9 @@ def _warn(message: str) -> None:
 def _capacity(scenario, held_out: bool = False) -> None:
     """The commands' capacity check before any run: the scenario's traffic and, for decide, each held-out
     condition's."""
-    from simlab.commands.common import capacity_check, held_out_capacity_check
+    from simlab.experiments.capacity import announce
 
-    capacity_check(scenario, say=_warn)
-    if held_out:
-        held_out_capacity_check(scenario, say=_warn)
+    announce(scenario, _warn, held_out)
 
 
 def _scenario(scenario):

@@ -31,26 +31,12 @@ def scenario_options(scenario, options_file, policy):
     return options
 
 
-def capacity_check(scenario, announce: bool = True, label: str | None = None, say=warn):
-    """Warn (`say`: stderr) when no scheduler can meet the scenario's SLO on its interactive traffic; the
-    Capacity."""
-    from simlab.experiments.capacity import check
+def capacity_check(scenario, held_out: bool = False) -> None:
+    """`simlab.experiments.capacity.announce` on stderr: when no scheduler can meet the SLO on the scenario's
+    interactive traffic (and, with `held_out`, on each held-out condition's)."""
+    from simlab.experiments.capacity import announce
 
-    cap = check(scenario)
-    if announce:
-        for w in cap.warnings():
-            say(f"{label}: {w}" if label else w)
-    return cap
-
-
-def held_out_capacity_check(scenario, say=warn) -> None:
-    """`capacity_check` on each held-out condition other than the scenario itself (tune and decide judge on them,
-    and they may carry more load than the scenario)."""
-    from simlab.world.conditions import split
-
-    for cond in split(scenario)[1]:
-        if cond.name != "base":
-            capacity_check(cond.apply(scenario), label=f"held-out condition {cond.name}", say=say)
+    announce(scenario, warn, held_out)
 
 
 def bound_warning(scenario, bounds: list[dict]) -> str | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 
 from simlab.commands.common import (
-    MAX_SEEDS, at_most, both_classes, capacity_check, held_out_capacity_check, nonnegative, out_dir, positive,
-    scenario_options, warn,
+    MAX_SEEDS, at_most, both_classes, capacity_check, nonnegative, out_dir, positive, scenario_options, warn,
 )
 from simlab.errors import InputError
 
@@ -66,8 +65,7 @@ def main(args) -> int:
     from simlab.reporting.blocks.decide import terminal, write_report
     from simlab.reporting.figures.decision import decision_figures
 
-    capacity_check(scenario)
-    held_out_capacity_check(scenario)
+    capacity_check(scenario, held_out=True)
     if (note := caps_note(base, scenario)) is not None:
         warn(note)
     if (beyond := cap_beyond_backend(base, scenario)) is not None:

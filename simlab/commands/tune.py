@@ -6,9 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from simlab.commands.common import (
-    both_classes, capacity_check, held_out_capacity_check, out_dir, positive, scenario_options, warn,
-)
+from simlab.commands.common import both_classes, capacity_check, out_dir, positive, scenario_options, warn
 
 
 def register(sub) -> None:
@@ -44,12 +42,10 @@ def main(args) -> int:
     trials = positive(args.trials, "--trials") if args.trials is not None else None
     workers = positive(args.workers, "--workers")
     base = scenario_options(scenario, args.options, "adaptive")
-    capacity_check(scenario)
     from simlab.tuning.run import Refused, check_units, run_tune
 
     check_units(scenario)
-
-    held_out_capacity_check(scenario)
+    capacity_check(scenario, held_out=True)
     out = out_dir(args, scenario, "tune")
     started = time.perf_counter()
     try:

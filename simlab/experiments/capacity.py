@@ -185,6 +185,21 @@ def _decode_step_ms(scenario: Scenario, seqs: int) -> float:
     return step.base_ms + (step.per_token_ms + step.per_seq_ms) * seqs
 
 
+def announce(scenario: Scenario, say, held_out: bool = False) -> None:
+    """Pass each of `check`'s warnings to `say` (the commands print them, the Python API issues them as warnings):
+    for the scenario's traffic and, with `held_out`, for each held-out condition other than the scenario itself
+    (tune and decide judge on those, and they may carry more load than the scenario)."""
+    for w in check(scenario).warnings():
+        say(w)
+    if held_out:
+        from simlab.world.conditions import split
+
+        for cond in split(scenario)[1]:
+            if cond.name != "base":
+                for w in check(cond.apply(scenario)).warnings():
+                    say(f"held-out condition {cond.name}: {w}")
+
+
 def check(scenario: Scenario) -> Capacity:
     """The interactive utilisation of the scenario's backend, computed from the scenario alone."""
     b = scenario.backend
