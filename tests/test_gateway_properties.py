@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simlab.experiments.metrics import summarize
 from simlab.scenario import scenario_from_dict
+from simlab.world import engine as engine_module
 from simlab.world.engine import Engine
+from simlab.world.gateway import Gateway
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -129,3 +132,81 @@ def test_no_task_is_lost_or_run_twice_except_as_counted(case):
             assert in_flight <= cap + unseen, (t, in_flight, unseen)
     if g["time_above_cap_ms"] > 0:
         assert g["backend_peak_in_flight"] > cap
+
+
+class _OneByOne(Gateway):
+    """The shared limit as the limiter's script states it, task by task: each held task tried in turn (interactive,
+    then batch, each class stopping at its first refusal), and after a finish the instance tried again with every
+    other. `Gateway` counts instead and skips the retries that cannot change anything: the runs must be the same."""
+
+    def finish(self, task):
+        inst = self.owner.pop(task.index)
+        del inst.owned[task.index]
+        del inst.sent[task.index]
+        self._ended(task, inst.number)
+        out = self._admit(inst, inst.policy.finish(task))
+        if self.shared:
+            out += self._grant(inst)
+            if self.delay == 0:
+                for other in self.instances:
+                    if other.up and other.held:
+                        out += self._grant(other)
+            elif any(other.held for other in self.instances if other is not inst):
+                self._retry_at(self.clock() + self.delay)
+        return out
+
+    def _grant(self, inst):
+        held = inst.held
+        if not held:
+            return []
+        self._forget_old()
+        others_total = self.recent_sum[0] - self.recent_total[inst.number]
+        others_batch = self.recent_sum[1] - self.recent_batch[inst.number]
+        cap, granted = self.limit, []
+        for task in held:
+            if task.interactive:
+                if self.leased - others_total >= cap:
+                    break
+                self.waiting_interactive -= 1
+                granted.append(task)
+                self._lease_one(inst, task)
+        batch_cap = inst.policy.batch_cap()
+        waiting_elsewhere = self.waiting_interactive - sum(1 for t in held if t.interactive and t not in granted)
+        for task in held:
+            if not task.interactive:
+                seen = self.leased - others_total
+                if seen >= cap or self.leased_batch - others_batch >= batch_cap or seen + waiting_elsewhere >= cap:
+                    break
+                granted.append(task)
+                self._lease_one(inst, task)
+        if len(granted) < len(held):
+            self._retry_when_visible(inst.number)
+        inst.held = [t for t in held if t not in granted]
+        return [t for t in held if t in granted]
+
+    def _lease_one(self, inst, task):
+        batch = not task.interactive
+        self.leased += 1
+        self.leased_batch += batch
+        self._note(inst.number, 1, batch)
+        inst.sent[task.index] = task
+        self._count(1)
+        self.batch_running += batch
+
+
+@SETTINGS
+@given(worlds())
+def test_counted_grants_are_the_grants_tried_one_by_one(case):
+    world, seed = case
+    world["gateway"]["limiter"] = "shared"
+    s = scenario_from_dict(world)
+    counted = Engine(s, s.options(), seed).run()
+    engine_module.Gateway = _OneByOne
+    try:
+        one_by_one = Engine(s, s.options(), seed).run()
+    finally:
+        engine_module.Gateway = Gateway
+    assert counted.gateway == one_by_one.gateway and counted.end_ms == one_by_one.end_ms
+    for name, column in counted.table.columns.items():
+        other = one_by_one.table.columns[name]
+        assert (column is None and other is None) or np.array_equal(column, other, equal_nan=True), name
