@@ -57,8 +57,7 @@ def ab(scenario, *, policies=None, seed: int | None = None, replications: int | 
        figures: bool = False, progress: bool = False):
     """`simlab ab`: every policy on common seeds; returns the AbRecord. With `frontier`, the static frontier's
     verdict is judged too (record.verdict; its DecideRecord is decision.json in `out`). `out=None` writes nothing."""
-    from simlab.commands.common import bound_warning
-    from simlab.experiments.ab import run_ab, store
+    from simlab.experiments.ab import bound_warning, run_ab, store
     from simlab.experiments.metrics import few_requests_warning
 
     s = _scenario(scenario)
@@ -130,20 +129,20 @@ def tune(scenario, *, trials: int | None = None, options=None, out: str | Path |
     results/SCENARIO/tune; a rerun continues the study) with its report.md and figures, as the command does."""
     import time
 
-    from simlab.commands.tune import render
+    from simlab.reporting.blocks.tune import write_files
     from simlab.tuning.run import Refused, run_tune
 
     s = _scenario(scenario)
     folder = Path(out) if out is not None else Path("results") / s.name / "tune"
     started = time.perf_counter()
-    _capacity(s)
+    _capacity(s, held_out=True)
     try:
         record = run_tune(s, _options(s, options, "adaptive"), folder, trials=trials, workers=workers, mode=mode,
                           objective=objective, force=force, progress=progress, warn=_warn)
     except Refused as refused:  # nothing exported, but the study's report and figures are written, as by the command
-        render(refused.record, folder, time.perf_counter() - started, quiet=True)
+        write_files(refused.record, folder, time.perf_counter() - started)
         raise
-    render(record, folder, time.perf_counter() - started, quiet=True)
+    write_files(record, folder, time.perf_counter() - started)
     return record
 
 

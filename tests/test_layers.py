@@ -21,7 +21,7 @@ LAYERS = {
     "scenario": 3, "traces": 3, "fingerprint": 4, "replay": 4, "world": 4,
     "experiments": 5, "decision": 5, "tuning": 5, "calibration": 5, "realcheck": 5,
     "reporting": 8,
-    "commands": 9, "cli": 10, "__main__": 11, "api": 9,
+    "api": 9, "commands": 10, "cli": 11, "__main__": 12,  # the Python API below the commands: it never imports them
 }
 RUNTIME_MAY_IMPORT = {"runtime", "policies", "errors"}
 

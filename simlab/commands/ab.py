@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simlab.commands.common import (
-    add_experiment_args, bound_warning, capacity_check, out_dir, policy_list, positive, scenario_options, seeds, warn,
+    add_experiment_args, capacity_check, out_dir, policy_list, positive, scenario_options, seeds, warn,
 )
 from simlab.errors import InputError, did_you_mean
 
@@ -53,7 +53,7 @@ def main(args) -> int:
     capacity_check(scenario)
 
     from simlab.decision.frontier import cap_beyond_backend, caps_note
-    from simlab.experiments.ab import run_ab, store
+    from simlab.experiments.ab import bound_warning, run_ab, store
     from simlab.experiments.metrics import few_requests_warning
     from simlab.reporting.blocks.ab import terminal_table, write_report
     from simlab.reporting.figures.ab import ab_figures

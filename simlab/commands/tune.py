@@ -69,12 +69,8 @@ def main(args) -> int:
 
 def render(record, out, elapsed_s: float, quiet: bool = False) -> None:
     """Figures and report.md from the record (saved again with its figures); the summary on the terminal."""
-    from simlab.reporting.blocks.tune import terminal, write_report
-    from simlab.reporting.figures.tune import tune_figures
-    from simlab.tuning.report import write_record
+    from simlab.reporting.blocks.tune import terminal, write_files
 
-    record.figures = tune_figures(record, out)
-    write_record(record, out)
-    write_report(record, out, elapsed_s)
+    write_files(record, out, elapsed_s)
     if not quiet:
         print(terminal(record, out, elapsed_s))

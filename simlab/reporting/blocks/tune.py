@@ -108,6 +108,16 @@ def write_report(r: TuneRecord, out: Path, elapsed_s: float | None = None) -> No
     atomic_write_text(out / "report.md", render_markdown(doc.finish(), out))
 
 
+def write_files(r: TuneRecord, out: Path, elapsed_s: float) -> None:
+    """tune's folder from its record: the figures, the record saved again with them, report.md."""
+    from simlab.reporting.figures.tune import tune_figures
+    from simlab.tuning.report import write_record
+
+    r.figures = tune_figures(r, out)
+    write_record(r, out)
+    write_report(r, out, elapsed_s)
+
+
 def terminal(r: TuneRecord, out: Path, elapsed_s: float) -> str:
     """What `simlab tune` prints: the held-out table, the verdict, where the files are."""
     table = validation_table(r)
