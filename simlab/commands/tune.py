@@ -67,10 +67,9 @@ def main(args) -> int:
     return 0
 
 
-def render(record, out, elapsed_s: float, quiet: bool = False) -> None:
+def render(record, out, elapsed_s: float) -> None:
     """Figures and report.md from the record (saved again with its figures); the summary on the terminal."""
     from simlab.reporting.blocks.tune import terminal, write_files
 
     write_files(record, out, elapsed_s)
-    if not quiet:
-        print(terminal(record, out, elapsed_s))
+    print(terminal(record, out, elapsed_s))

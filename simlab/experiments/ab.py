@@ -46,10 +46,9 @@ def _filled(rows: list[dict]) -> list[dict]:
 NO_BATCH, BATCH_ALONE = "bound-no-batch", "bound-batch-alone"
 
 
-
 def bound_warning(scenario, bounds: list[dict]) -> str | None:
     """When the interactive P95 with batch absent (mean over seeds) already exceeds the SLO."""
-    p95 = [r["interactive_p95_ms"] for r in bounds if r.get("policy") == "bound-no-batch"]
+    p95 = [r["interactive_p95_ms"] for r in bounds if r.get("policy") == NO_BATCH]
     p95 = [v for v in p95 if v == v]
     if not p95 or sum(p95) / len(p95) <= scenario.slo_p95_ms:
         return None
