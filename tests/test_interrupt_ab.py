@@ -29,7 +29,7 @@ def test_interrupted_ab_resumes_to_the_same_outputs(tmp_path, sig):
         time.sleep(0.02)
     assert proc.poll() is None, "finished before it could be interrupted"
     os.killpg(proc.pid, sig)
-    proc.wait(timeout=60)
+    ended(proc, 60)
     done = len(list(out.glob("runs/*/*/run.json")))
     assert 6 <= done < 36
     assert not (out / "summary.csv").exists()
@@ -51,10 +51,24 @@ def test_run_is_byte_identical_across_workers_and_reruns(tmp_path):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
 
 
+def ended(proc, timeout: float) -> None:
+    """Wait for `proc` (its stderr read meanwhile, so a full pipe cannot block it); past `timeout`, fail with
+    what it wrote, the stacks of its group (SIGUSR1, where it registered faulthandler) included."""
+    try:
+        proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGUSR1)
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=10)
+        pytest.fail(f"still running {timeout:g} s after the signal; its stderr:\n{err.decode(errors='replace')[-8000:]}")
+
+
 # A pool of slow runs, interrupted as a terminal's Ctrl-C does (SIGINT to the whole process group).
 SLOW_POOL = """
-import sys, time
+import faulthandler, signal, sys, time
 from pathlib import Path
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hang's stacks, for `ended`
 from simlab.experiments import runner
 
 marks = Path(sys.argv[1])
@@ -80,7 +94,7 @@ def test_ctrl_c_starts_no_more_runs(tmp_path):
         time.sleep(0.02)
     assert proc.poll() is None, "finished before it could be interrupted"
     os.killpg(proc.pid, signal.SIGINT)
-    proc.wait(timeout=30)
+    ended(proc, 30)
     at_exit = len(list(tmp_path.iterdir()))
     time.sleep(1)
     assert len(list(tmp_path.iterdir())) == at_exit  # nothing runs on after the command has returned
