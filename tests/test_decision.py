@@ -434,6 +434,9 @@ def test_decide_cli_exports_the_static_cap_the_traffic_needs(decided):
     assert sorted(p.name for p in out.glob("*options*.json")) == ["best-options.json"]
     assert not (out / "tune" / "best-options.json").exists()
     assert (out / "report.md").read_text().splitlines()[2] == f"> ✅ **{proc.stdout.splitlines()[0]}**"
+    # the search's own page is drawn beside the decision's, silently
+    assert (out / "tune" / "report.md").read_text().startswith("# ")
+    assert "warning" not in proc.stderr, proc.stderr
 
 
 def test_each_sentence_quotes_the_required_throughput_of_the_units_it_speaks_of(decided):

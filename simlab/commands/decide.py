@@ -114,10 +114,10 @@ def _render_search(folder) -> None:
     import sys
 
     try:
-        from simlab.commands.tune import render
         from simlab.records import load
+        from simlab.reporting.blocks.tune import write_files
 
-        render(load(folder / "result.json", "tune"), folder, 0.0, quiet=True)
+        write_files(load(folder / "result.json", "tune"), folder, 0.0)  # files only: decide prints its own summary
     except Exception as exc:  # noqa: BLE001 - said by the parent as a warning, never a traceback
         print(f"warning: {exc}", file=sys.stderr)
         sys.stderr.flush()
