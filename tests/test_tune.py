@@ -243,7 +243,7 @@ def test_a_joining_peer_never_sees_a_half_written_study_identity(tmp_path, monke
 
 
 def test_a_sqlite_study_commits_through_a_write_ahead_log_other_processes_read(tmp_path):
-    """Commits append to a WAL instead of an fsync each (a search makes a dozen per trial); another connection, as
+    """Commits append to a WAL instead of an fsync each (a joined worker makes a dozen per trial); another connection, as
     a second process or a watcher has, still reads every committed trial."""
     import optuna
 
@@ -258,3 +258,33 @@ def test_a_sqlite_study_commits_through_a_write_ahead_log_other_processes_read(t
     for value in (1.0, 2.0):
         study.tell(study.ask(), value)
     assert completed_trials(db) == 2
+
+
+def test_the_controller_stores_trials_in_the_order_proposed_whatever_order_they_finish(tmp_path):
+    """The controller proposes and records in memory and writes a trial to the storage once it and every trial
+    proposed before it are done, so the stored numbers follow the slots at any --workers and a kill leaves no
+    trial running there (a rerun proposes the missing slots again, to the same parameters)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from simlab.tuning.study import Search, open_storage
+
+    durable = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'study.db'}"), study_name="order")
+    search = Search.__new__(Search)  # only its write-back: the rest needs a scenario
+    search.study, search.durable, search._written = optuna.create_study(), durable, 0
+    live = [search.study.ask() for _ in range(3)]
+    for t in live:
+        t.suggest_float("x", 0.0, 1.0)
+        t.set_user_attr("slot", t.number)
+    search.study.tell(live[2], 3.0)
+    search.write()
+    assert durable.get_trials() == []  # slot 2 waits for slots 0 and 1
+    search.study.tell(live[0], 1.0)
+    search.write()
+    assert [t.user_attrs["slot"] for t in durable.get_trials()] == [0]
+    search.study.tell(live[1], state=TrialState.FAIL)
+    search.write()
+    stored = durable.get_trials()
+    assert [(t.number, t.user_attrs["slot"], t.state, t.values) for t in stored] == [
+        (0, 0, TrialState.COMPLETE, [1.0]), (1, 1, TrialState.FAIL, None), (2, 2, TrialState.COMPLETE, [3.0])]
+    assert [t.params for t in stored] == [t.params for t in search.study.get_trials()]
