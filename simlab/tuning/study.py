@@ -5,8 +5,8 @@ sees exactly the trials of earlier batches (and the running ones of its own), so
 does not depend on `--workers`, on timing, or on whether the study was interrupted. Workers run a batch's
 units (one job per trial x condition x seed, so no worker idles while another finishes a trial). The
 controller proposes and records on a copy of the study in memory and writes each trial to the storage in one
-transaction as soon as it, and every trial proposed before it, has its results: a dozen commits per trial, and
-the sampler's reads of every trial per parameter, made against SQLite, were a quarter of a search's CPU. A
+transaction as soon as it, and every trial proposed before it, has its results (against SQLite, a dozen commits
+per trial and the sampler's reads of every trial per parameter would be a quarter of a search's CPU). A
 rerun after Ctrl-C or kill -9 proposes the slots not written again, to the same parameters, and goes on.
 """
 
@@ -329,7 +329,8 @@ def propose(study: optuna.Study, ctx: TuneContext, slot: int) -> int:
 def working_copy(durable: optuna.Study, ctx: TuneContext) -> optuna.Study:
     """`durable`'s trials in an in-memory study, in their order, for the controller to propose and record on
     (`Search.write` copies its new trials back). The controller never leaves a trial unfinished in the storage;
-    running trials there are joined peers', which the sampler counts as it did."""
+    running trials there are joined peers', copied as they stood: the copy does not follow peers' later trials
+    (peers alongside a controller were never reproducible; `join` itself works on the storage)."""
     study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=durable.directions,
                                 sampler=make_sampler(ctx.tune.sampler_seed, 0))
     for t in durable.get_trials(deepcopy=False):
