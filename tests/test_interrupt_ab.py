@@ -99,3 +99,26 @@ def test_ctrl_c_starts_no_more_runs(tmp_path):
     time.sleep(1)
     assert len(list(tmp_path.iterdir())) == at_exit  # nothing runs on after the command has returned
     assert at_exit < 12, f"{at_exit} of 40 runs were made: the interrupt did not stop the pool"
+
+
+def _handler_between_runs(_):
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _handler_in_a_run(scenario, job, out):
+    return {"in_run": signal.getsignal(signal.SIGINT) is signal.default_int_handler}
+
+
+def test_a_pool_worker_takes_ctrl_c_inside_a_run_only(monkeypatch):
+    # Between runs a worker is in the pool's own loop (reading the next job, sending a result back): a
+    # KeyboardInterrupt there can leave the result queue's lock held, and every worker and the command's exit
+    # then wait on it for ever. Inside a run it must stop the run.
+    from simlab.experiments import runner
+
+    monkeypatch.setattr(runner, "execute", _handler_in_a_run)  # the forked workers inherit it
+    with runner.one_pool(2):
+        pool = runner.shared_pool(2)
+        in_runs = [f.result(timeout=60) for f in [pool.submit(runner.execute_cell, (None, i, None)) for i in range(4)]]
+        between = [f.result(timeout=60) for f in [pool.submit(_handler_between_runs, i) for i in range(4)]]
+    assert in_runs == [{"in_run": True}] * 4
+    assert between == [False] * 4

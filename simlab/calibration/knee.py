@@ -28,7 +28,6 @@ Recommendation (`recommend`; the report explains it):
 from __future__ import annotations
 
 import math
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,7 @@ import numpy as np
 
 from simlab import records
 from simlab.errors import InputError
-from simlab.experiments.runner import Job, execute
+from simlab.experiments.runner import Job, run_cells
 from simlab.experiments.stats import mean_ci
 from simlab.scenario import ClosedLoop, Diurnal, Piecewise, Poisson, Scenario, Trace
 
@@ -170,18 +169,7 @@ def find_knee(points: list[Point], slo: float, curve: str) -> Knee:
 
 def _run_round(tasks: list[tuple], workers: int, scheduler=None) -> list[dict]:
     """tasks: (scenario, job, out); metrics in order. `scheduler`: a Dask scheduler address (runner.run_jobs)."""
-    if scheduler is not None:
-        from simlab.experiments.runner import _on_dask
-
-        return [m for _, m in sorted(_on_dask(scheduler, tasks), key=lambda pair: pair[0])]
-    if workers <= 1 or len(tasks) <= 1:
-        return [execute(*t) for t in tasks]
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-        return list(pool.map(_execute, tasks))
-
-
-def _execute(task):
-    return execute(*task)
+    return run_cells(tasks, workers, progress=False, scheduler=scheduler)
 
 
 def _nice_floor(x: float) -> float:

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,8 +154,32 @@ def _json_default(value):
     raise TypeError(type(value))
 
 
-def _execute_args(args):
-    return execute(*args)
+def execute_cell(cell):
+    """`execute(*cell)` in a pool's worker, where Ctrl-C reaches the run only (`_sigint_between_runs`): a run
+    under way stops and reports it as its error, and a worker between runs (reading the next job, sending a
+    result back) never takes it, since a KeyboardInterrupt there can leave the pool's queue lock held and hang
+    every worker and the command's exit."""
+    if _SIGINT_IN_RUNS is None:  # not one of `one_pool`'s workers: this process's handler is left alone
+        return execute(*cell)
+    signal.signal(signal.SIGINT, _SIGINT_IN_RUNS)
+    try:
+        return execute(*cell)
+    finally:
+        while signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            except KeyboardInterrupt:  # taken on the way out: the run's outcome stands, the pool stays sound
+                pass
+
+
+_SIGINT_IN_RUNS = None  # in `one_pool`'s workers: their own SIGINT handler, put back for the length of each run
+
+
+def _sigint_between_runs() -> None:
+    """The pool's initializer: a worker ignores SIGINT except inside `execute_cell`."""
+    global _SIGINT_IN_RUNS
+    _SIGINT_IN_RUNS = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_jobs(scenario: Scenario, jobs: list[Job], out: Path | None, workers: int = 1, progress: bool = True,
@@ -188,7 +213,7 @@ def run_cells(cells: list[tuple[Scenario, Job, Path | None]], workers: int = 1, 
         else:
             with one_pool(workers, processes=min(workers, len(cells))):
                 pool = shared_pool(workers)
-                futures = {pool.submit(_execute_args, cell): i for i, cell in enumerate(cells)}
+                futures = {pool.submit(execute_cell, cell): i for i, cell in enumerate(cells)}
                 with cancel_on_failure(futures):
                     for future in as_completed(futures):
                         results[futures[future]] = future.result()
@@ -232,7 +257,7 @@ def one_pool(workers: int, processes: int | None = None):
     if workers <= 1 or workers in _SHARED:
         yield
         return
-    pool = ProcessPoolExecutor(max_workers=processes or workers)
+    pool = ProcessPoolExecutor(max_workers=processes or workers, initializer=_sigint_between_runs)
     _SHARED[workers] = pool
     try:
         yield
@@ -274,7 +299,7 @@ def _on_dask(scheduler, args: list[tuple]):
 
         raise InputError(None, "--scheduler-address", f"cannot reach a Dask scheduler at {scheduler!r} ({exc})") from None
     try:
-        futures = client.map(_execute_args, args, pure=False)
+        futures = client.map(execute_cell, args, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in dask_completed(futures):
             yield index[future.key], future.result()

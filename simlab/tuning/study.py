@@ -25,7 +25,7 @@ import optuna
 from optuna.trial import TrialState
 
 from simlab.errors import InputError
-from simlab.experiments.runner import Job, cancel_on_failure, execute, one_pool, shared_pool
+from simlab.experiments.runner import Job, cancel_on_failure, execute, execute_cell, one_pool, shared_pool
 from simlab.experiments.twins import as_twin, run_key
 from simlab.policies import SchedulerOptions
 from simlab.scenario import Scenario
@@ -391,10 +391,6 @@ def record(ctx: TuneContext, study: optuna.Study, number: int, options: Schedule
     study.tell(number, [value, thr] if ctx.multi else value)
 
 
-def _execute_cell(cell):
-    return execute(*cell)
-
-
 class Search:
     """One study's batched loop as a state machine (`next_batch`, `runs`, `ran`), so that one pool can run the
     batches of several studies at once (`optimize_all`): while one study waits for its last runs or proposes its
@@ -488,7 +484,7 @@ class Search:
         """These trials (default: every batch left) in this process, one run at a time."""
         for batch in ([numbers] if numbers is not None else iter(self.next_batch, None)):
             for key, cell in self.runs(batch):
-                self.ran(key, _execute_cell(cell))
+                self.ran(key, execute(*cell))
 
 
 # --- the controller --------------------------------------------------------------------------------
@@ -514,7 +510,7 @@ def optimize_all(ctxs: list[TuneContext], n_trials: int, workers: int = 1, progr
         def feed(search: Search) -> None:  # its next batches, until one has runs to wait for (or none is left)
             while not search.busy and (numbers := search.next_batch()) is not None:
                 for key, cell in search.runs(numbers):
-                    futures[pool.submit(_execute_cell, cell)] = (search, key)
+                    futures[pool.submit(execute_cell, cell)] = (search, key)
 
         with cancel_on_failure(futures):
             for search in searches:
