@@ -75,3 +75,26 @@ def make_sampler(dist, resolve: Callable[[str], Path]) -> Sampler:
         values = empirical_values(resolve(dist.file), dist.column) * dist.scale
         return lambda rng, n: values[rng.integers(0, len(values), n)]
     raise TypeError(f"unknown distribution {dist!r}")
+
+
+def make_draw(dist, resolve: Callable[[str], Path]) -> Callable[[np.random.Generator], float]:
+    """A function rng -> one draw, as a float: the value `make_sampler(dist, resolve)(rng, 1)[0]` gives and the
+    same use of the generator (numpy's scalar form runs the same routine once), without making an array; for
+    what draws one value at a time (a closed-loop user's think times and requests)."""
+    if isinstance(dist, Constant):
+        value = float(dist.value)
+        return lambda rng: value
+    if isinstance(dist, Exponential):
+        mean = dist.mean
+        return lambda rng: rng.exponential(mean)
+    if isinstance(dist, Lognormal):
+        mu, sigma = lognormal_params(dist.median, dist.p95)
+        return lambda rng: rng.lognormal(mu, sigma)
+    if isinstance(dist, Uniform):
+        low, high = dist.low, dist.high
+        return lambda rng: rng.uniform(low, high)
+    if isinstance(dist, Empirical):
+        values = (empirical_values(resolve(dist.file), dist.column) * dist.scale).tolist()
+        n = len(values)
+        return lambda rng: values[rng.integers(0, n)]
+    raise TypeError(f"unknown distribution {dist!r}")

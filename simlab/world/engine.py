@@ -285,7 +285,7 @@ class Engine:
     def _user_thinks(self, event) -> None:
         """The user's previous request ended (or it just started): think, then send the next one."""
         user, env = event._value, self.env
-        heappush(env._queue, (env._now + user.next_think_ms(), NORMAL, next(env._eid), Fire(self._user_sends, user)))
+        heappush(env._queue, (env._now + user.think(user.rng), NORMAL, next(env._eid), Fire(self._user_sends, user)))
 
     def _user_sends(self, event) -> None:
         user, env = event._value, self.env

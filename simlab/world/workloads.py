@@ -21,7 +21,7 @@ from simlab.errors import DATA_MAX_BYTES, InputError, open_bytes
 from simlab.policies.base import BATCH, INTERACTIVE, Task
 from simlab.scenario import Burst, ClosedLoop, Diurnal, Piecewise, Poisson, Resampled, Scenario, Trace, Workload
 from simlab.traces import read_trace
-from simlab.world.distributions import make_sampler
+from simlab.world.distributions import make_draw, make_sampler
 from simlab.world.tasktable import Arrivals
 
 ARRIVALS, SERVICE, PROMPT, OUTPUT, LOAD, RESAMPLE = 0, 1, 2, 3, 4, 5
@@ -480,27 +480,24 @@ class ClosedLoopUser:
         self.workload, self.label, self.user = w, _label(w, wkey), user
         self.rng = stream(seed, wkey, 100 + user)
         resolve = scenario.resolve
-        self.think = make_sampler(w.arrivals.think, resolve)
-        self.service = make_sampler(w.service, resolve) if w.service is not None else None
-        self.prompt = make_sampler(w.prompt_tokens, resolve) if w.prompt_tokens is not None else None
-        self.output = make_sampler(w.output_tokens, resolve) if w.output_tokens is not None else None
+        self.think = make_draw(w.arrivals.think, resolve)  # think(rng): the next think time, ms
+        self.service = make_draw(w.service, resolve) if w.service is not None else None
+        self.prompt = make_draw(w.prompt_tokens, resolve) if w.prompt_tokens is not None else None
+        self.output = make_draw(w.output_tokens, resolve) if w.output_tokens is not None else None
         self.end_ms = scenario.duration_ms
+        self.limit = w.arrivals.requests_per_user  # None: no limit
         self.count = 0
-
-    def next_think_ms(self) -> float:
-        return float(self.think(self.rng, 1)[0])
 
     def make_task(self, now: float) -> Task:
         w = self.workload
-        service = float(self.service(self.rng, 1)[0]) if self.service is not None else None
+        service = self.service(self.rng) if self.service is not None else None
         task = Task(f"{self.label}-u{self.user}-{self.count}", w.kind, now, service)
         if self.prompt is not None:
-            task.prompt_tokens = int(max(1, round(float(self.prompt(self.rng, 1)[0]))))
-            task.output_tokens = int(max(1, round(float(self.output(self.rng, 1)[0]))))
+            task.prompt_tokens = int(max(1, round(self.prompt(self.rng))))
+            task.output_tokens = int(max(1, round(self.output(self.rng))))
         task.source = self.label
         self.count += 1
         return task
 
     def more(self, now: float) -> bool:
-        limit = self.workload.arrivals.requests_per_user
-        return now < self.end_ms and (limit is None or self.count < limit)
+        return now < self.end_ms and (self.limit is None or self.count < self.limit)
