@@ -100,11 +100,15 @@ class Recorder:
 
     def add(self, task: Task) -> int:
         """Register a task made during the run (closed loop); returns its row."""
-        i = self.n_open + len(self.extra)
+        i = len(self.outcome)  # n_open + the closed-loop tasks so far
         self.extra.append(_Static(task))
-        for column in (self.dispatch_ms, self.start_ms, self.end_ms, self.ttft_ms, self.cap):
-            if column is not None:
-                column.append(NAN)
+        self.dispatch_ms.append(NAN)
+        self.start_ms.append(NAN)
+        self.end_ms.append(NAN)
+        if self.cap is not None:  # None: a summary-only run
+            self.cap.append(NAN)
+        if self.ttft_ms is not None:  # None until a task has one
+            self.ttft_ms.append(NAN)
         self.outcome.append(0)
         if self.retries is not None:
             self.retries.append(0)
