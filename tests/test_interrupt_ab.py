@@ -122,3 +122,26 @@ def test_a_pool_worker_takes_ctrl_c_inside_a_run_only(monkeypatch):
         between = [f.result(timeout=60) for f in [pool.submit(_handler_between_runs, i) for i in range(4)]]
     assert in_runs == [{"in_run": True}] * 4
     assert between == [False] * 4
+
+
+def test_decides_search_report_drawn_aside_leaves_ctrl_c_to_the_command(tmp_path, monkeypatch, capfd):
+    # The forked renderer shares the terminal's process group: a Ctrl-C while it draws must not print its
+    # traceback under the command's "interrupted: ..." line; the command answers it, and the daemon ends with it.
+    import simlab.records
+    import simlab.reporting.blocks.tune as tune_blocks
+    from simlab.commands import decide
+
+    (tmp_path / "result.json").write_text("{}")
+    monkeypatch.setattr(simlab.records, "load", lambda path, kind: None)
+
+    def drawn_through_a_ctrl_c(record, folder, elapsed):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        (folder / "drawn").touch()
+
+    monkeypatch.setattr(tune_blocks, "write_files", drawn_through_a_ctrl_c)
+    proc = decide._render_search_aside(tmp_path)
+    proc.join(30)
+    assert proc.exitcode == 0
+    assert (tmp_path / "drawn").exists()
+    assert "Traceback" not in capfd.readouterr().err

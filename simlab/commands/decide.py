@@ -111,8 +111,11 @@ def _render_search_aside(folder):
 
 def _render_search(folder) -> None:
     import os
+    import signal
     import sys
 
+    # Ctrl-C is the parent's to answer ("interrupted: ..."); this daemon ends with it, and never with a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from simlab.records import load
         from simlab.reporting.blocks.tune import write_files
