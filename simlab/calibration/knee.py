@@ -167,11 +167,6 @@ def find_knee(points: list[Point], slo: float, curve: str) -> Knee:
                 float(hi) if hi is not None else math.nan, "found", (xs[i - 1], xs[i]))
 
 
-def _run_round(tasks: list[tuple], workers: int, scheduler=None) -> list[dict]:
-    """tasks: (scenario, job, out); metrics in order. `scheduler`: a Dask scheduler address (runner.run_jobs)."""
-    return run_cells(tasks, workers, progress=False, scheduler=scheduler)
-
-
 def _nice_floor(x: float) -> float:
     """Round down to two significant digits (a threshold people can read)."""
     if not math.isfinite(x) or x <= 0:
@@ -218,7 +213,7 @@ class Ramp:
                 owners.append((curve, factor))
         self.progress(f"{len(wanted)} rate(s) x {len(self.seeds)} seeds: "
                       + ", ".join(f"{c} {self.rps(f):.3g}/s" for c, f in wanted))
-        metrics = _run_round(tasks, self.workers, self.scheduler)
+        metrics = run_cells(tasks, self.workers, progress=False, scheduler=self.scheduler)  # in order
         for curve, factor in wanted:
             ms = [m for m, o in zip(metrics, owners) if o == (curve, factor)]
             p95 = [m["interactive_p95_ms"] for m in ms]
